@@ -1,0 +1,332 @@
+// Package redistest starts real redis-server processes for tests: a single
+// server on a free loopback port in a temporary directory, or a Redis Cluster
+// of several masters. It never mocks Redis.
+//
+// When redis-server (or redis-cli, for a cluster) is not installed, a test is
+// skipped with a message naming the missing binary, unless the environment
+// variable CI is "true", in which case the test fails: a CI run must not pass
+// by skipping what it was meant to check.
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startTimeout bounds how long a server may take to answer PING.
+const startTimeout = 15 * time.Second
+
+// Options configures a server. The zero value is a server that keeps nothing
+// on disk.
+type Options struct {
+	// AOF turns on the append-only file with fsync on every write, so a
+	// restarted server comes back with everything it acknowledged.
+	AOF bool
+	// Args are extra redis-server arguments, e.g. "--maxmemory", "10mb".
+	Args []string
+}
+
+// Server is one redis-server process owned by a test. It is stopped when the
+// test ends.
+type Server struct {
+	// Addr is host:port of the server, on 127.0.0.1.
+	Addr string
+	// Dir is the server's working directory (its AOF and cluster files).
+	Dir string
+
+	tb   testing.TB
+	port int
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Binary returns the path of the named Redis binary, skipping or (with CI=true)
+// failing tb when it is missing.
+func Binary(tb testing.TB, name string) string {
+	tb.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	msg := fmt.Sprintf("redistest: %s not found on PATH (install it: apt-get install redis-server, or run ./test.sh)", name)
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+	return ""
+}
+
+// Start starts a redis-server on a free loopback port in a temporary
+// directory and registers its shutdown with tb.Cleanup.
+func Start(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	bin := Binary(tb, "redis-server")
+	dir := tb.TempDir()
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort(false)
+		if err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, tb: tb, port: port}
+		s.args = append(serverArgs(port, dir, opts), opts.Args...)
+		if lastErr = s.start(bin); lastErr == nil {
+			tb.Cleanup(s.Stop)
+			return s
+		}
+	}
+	tb.Fatalf("redistest: start redis-server: %v", lastErr)
+	return nil
+}
+
+func serverArgs(port int, dir string, opts Options) []string {
+	args := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--dir", dir,
+		"--save", "",
+		"--daemonize", "no",
+		"--logfile", filepath.Join(dir, "redis.log"),
+		"--appendonly", "no",
+	}
+	if opts.AOF {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	return args
+}
+
+func (s *Server) start(bin string) error {
+	cmd := exec.Command(bin, s.args...)
+	cmd.Dir = s.Dir
+	// The server dies with the test binary even if the test is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	if err := s.waitReady(); err != nil {
+		s.kill()
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+		return fmt.Errorf("%w; log: %s", err, tail(string(log), 800))
+	}
+	return nil
+}
+
+func (s *Server) waitReady() error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-s.done:
+			return errors.New("redis-server exited during start")
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no PING answer within %v: %w", startTimeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Client returns a client for the server, closed when the test ends.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	s.tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// URL returns the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr }
+
+// Stop shuts the server down (SIGTERM, which flushes an AOF) and waits for it.
+// It is safe to call more than once.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.kill()
+	}
+	s.cmd = nil
+}
+
+// Kill ends the server at once with SIGKILL, as a crash would.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.kill()
+	s.cmd = nil
+}
+
+func (s *Server) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Restart stops the server and starts it again on the same port and
+// directory, so an AOF-backed server comes back with its data.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Stop()
+	s.StartAgain()
+}
+
+// StartAgain starts a stopped or killed server on its old port and directory.
+func (s *Server) StartAgain() {
+	s.tb.Helper()
+	bin := Binary(s.tb, "redis-server")
+	var err error
+	for attempt := 0; attempt < 50; attempt++ { // the port may linger briefly
+		if err = s.start(bin); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.tb.Fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
+}
+
+// Cluster is a Redis Cluster of masters (no replicas) on loopback, owned by a
+// test.
+type Cluster struct {
+	// Addrs are the masters' host:port addresses.
+	Addrs   []string
+	Servers []*Server
+	tb      testing.TB
+}
+
+// StartCluster starts masters redis-server processes with cluster mode on,
+// joins them with redis-cli --cluster create (slots split evenly), and waits
+// until every node reports cluster_state:ok.
+func StartCluster(tb testing.TB, masters int) *Cluster {
+	tb.Helper()
+	if masters < 3 {
+		tb.Fatalf("redistest: a cluster needs at least 3 masters, got %d", masters)
+	}
+	bin := Binary(tb, "redis-server")
+	cli := Binary(tb, "redis-cli")
+	c := &Cluster{tb: tb}
+	for i := 0; i < masters; i++ {
+		s := startClusterNode(tb, bin)
+		c.Servers = append(c.Servers, s)
+		c.Addrs = append(c.Addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.Command(cli, args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.waitOK()
+	return c
+}
+
+func startClusterNode(tb testing.TB, bin string) *Server {
+	tb.Helper()
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort(true)
+		if err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		dir := tb.TempDir()
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, tb: tb, port: port}
+		s.args = append(serverArgs(port, dir, Options{}),
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "5000")
+		if lastErr = s.start(bin); lastErr == nil {
+			tb.Cleanup(s.Stop)
+			return s
+		}
+	}
+	tb.Fatalf("redistest: start cluster node: %v", lastErr)
+	return nil
+}
+
+func (c *Cluster) waitOK() {
+	c.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, addr := range c.Addrs {
+		cl := redis.NewClient(&redis.Options{Addr: addr})
+		for {
+			info, err := cl.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				cl.Close()
+				c.tb.Fatalf("redistest: cluster node %s not ok: %v %s", addr, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cl.Close()
+	}
+}
+
+// Client returns a cluster client for the cluster, closed when the test ends.
+func (c *Cluster) Client() *redis.ClusterClient {
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	c.tb.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// freePort asks the kernel for a free loopback port. With bus set it also
+// checks port+10000, which a cluster node uses for its cluster bus.
+func freePort(bus bool) (int, error) {
+	for i := 0; i < 100; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if !bus {
+			l.Close()
+			return port, nil
+		}
+		if port+10000 > 65535 {
+			l.Close()
+			continue
+		}
+		b, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		b.Close()
+		return port, nil
+	}
+	return 0, errors.New("find free port: no port with a free cluster bus port")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test.sh runs every Sieve test against real servers, installing what the tests
+# need on a fresh Debian machine first. CI runs exactly this (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+if ! have go; then
+	echo "test.sh: Go is not installed; install Go 1.26 or newer (https://go.dev/doc/install)" >&2
+	exit 1
+fi
+
+# The tests start their own redis-server processes (single and cluster) on
+# free loopback ports, so they need the binaries, never a running server.
+if ! have redis-server || ! have redis-cli; then
+	if [ "$(id -u)" = 0 ] && have apt-get; then
+		echo "test.sh: installing redis-server with apt-get"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools
+	else
+		echo "test.sh: redis-server is missing; install it (Debian/Ubuntu: sudo apt-get install redis-server)" >&2
+		exit 1
+	fi
+fi
+
+# A missing service must fail the run, never skip it.
+export CI=true
+
+go vet ./...
+go test -count=1 -timeout 25m ./...
+
+# The URL parser's fuzz target, for a short budget on top of its saved corpus.
+if grep -qs 'func FuzzURL' normalize/*_test.go; then
+	go test -run '^$' -fuzz '^FuzzURL$' -fuzztime 20s ./normalize
+fi
