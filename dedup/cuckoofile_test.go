@@ -1,0 +1,180 @@
+package dedup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// filledCuckoo returns a filter with several layers, some deletes and the
+// keys it was given.
+func filledCuckoo(tb testing.TB, opts CuckooOptions, n int) (*Cuckoo, [][]byte) {
+	tb.Helper()
+	ctx := context.Background()
+	c := newTestCuckoo(tb, opts)
+	keys := urlKeys("snap", 0, n)
+	if _, err := c.TestAndAdd(ctx, keys); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, keys[:n/10]); err != nil {
+		tb.Fatal(err)
+	}
+	return c, keys
+}
+
+func TestCuckooSnapshotRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	opts := CuckooOptions{Growth: Growth{InitialCapacity: 300, TargetFPP: 0.01}, FingerprintBits: 12, Policy: "v3"}
+	c, keys := filledCuckoo(t, opts, 5000)
+	path := filepath.Join(t.TempDir(), "filter.cuckoo")
+	if err := c.Save(path); err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+	// MaxKicks and MaxLayers are not part of the layout.
+	opts.MaxKicks, opts.MaxLayers = 50, 10
+	d, err := LoadCuckoo(path, opts)
+	if err != nil {
+		t.Fatalf("LoadCuckoo: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	probe := append(keys, urlKeys("other", 0, 20000)...)
+	want, _ := c.Contains(ctx, probe)
+	got, _ := d.Contains(ctx, probe)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("loaded filter answers Contains differently from the saved one")
+	}
+	ws, _ := c.Stats(ctx)
+	gs, _ := d.Stats(ctx)
+	if len(ws.Layers) < 3 {
+		t.Fatalf("test filter has %d layers, want several", len(ws.Layers))
+	}
+	ws.NextLayerCapacity, gs.NextLayerCapacity = 0, 0 // MaxLayers differs
+	if !reflect.DeepEqual(gs, ws) {
+		t.Errorf("loaded Stats = %+v\nwant %+v", gs, ws)
+	}
+	// The loaded filter keeps working: a deleted key is new again, a stored
+	// one is not.
+	res, err := d.TestAndAdd(ctx, [][]byte{keys[0], keys[len(keys)-1]})
+	if err != nil || res[1] || (!res[0] && !want[0]) {
+		t.Errorf("TestAndAdd(deleted, stored) on the loaded filter = %v, %v", res, err)
+	}
+}
+
+func TestCuckooSnapshotMismatch(t *testing.T) {
+	base := CuckooOptions{Growth: Growth{InitialCapacity: 300, TargetFPP: 0.01}, Policy: "v1"}
+	c, _ := filledCuckoo(t, base, 1000)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := c.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		field  string
+		change func(*CuckooOptions)
+	}{
+		{"initial_capacity", func(o *CuckooOptions) { o.Growth.InitialCapacity = 301 }},
+		{"initial_capacity", func(o *CuckooOptions) { o.Growth.InitialCapacity = 0 }}, // the default is not "whatever is stored"
+		{"target_fpp", func(o *CuckooOptions) { o.Growth.TargetFPP = 0.001 }},
+		{"growth_factor", func(o *CuckooOptions) { o.Growth.Factor = 4 }},
+		{"tightening", func(o *CuckooOptions) { o.Growth.Tightening = 0.5 }},
+		{"bucket_size", func(o *CuckooOptions) { o.BucketSize = 2 }},
+		{"fingerprint_bits", func(o *CuckooOptions) { o.FingerprintBits = 16 }},
+		{"policy", func(o *CuckooOptions) { o.Policy = "v2" }},
+	} {
+		opts := base
+		tc.change(&opts)
+		_, err := LoadCuckoo(path, opts)
+		var me *MismatchError
+		if !errors.As(err, &me) || !errors.Is(err, ErrMismatch) || me.Field != tc.field || me.Name != path {
+			t.Errorf("LoadCuckoo with %s changed: %v, want *MismatchError for %s naming %s", tc.field, err, tc.field, path)
+		}
+	}
+	// Force accepts another policy and records it.
+	forced := base
+	forced.Policy, forced.Force = "v2", true
+	d, err := LoadCuckoo(path, forced)
+	if err != nil {
+		t.Fatalf("LoadCuckoo with Force: %v", err)
+	}
+	if err := d.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	forced.Force = false
+	if _, err := LoadCuckoo(path, forced); err != nil {
+		t.Errorf("LoadCuckoo after a forced policy change was saved: %v", err)
+	}
+	if _, err := LoadCuckoo(filepath.Join(t.TempDir(), "missing"), base); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadCuckoo(missing) = %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestCuckooSnapshotCorrupt flips every byte and truncates at every length of
+// a small snapshot: each must fail with ErrCorrupt (or, for a flipped option,
+// a mismatch), never panic, never load.
+func TestCuckooSnapshotCorrupt(t *testing.T) {
+	opts := CuckooOptions{Growth: Growth{InitialCapacity: 10, TargetFPP: 0.1}, BucketSize: 2, Policy: "p"}
+	c, _ := filledCuckoo(t, opts, 40)
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	for n := range len(good) {
+		if _, err := ReadCuckoo(bytes.NewReader(good[:n]), opts); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("ReadCuckoo(first %d of %d bytes) = %v, want ErrCorrupt", n, len(good), err)
+		}
+	}
+	for i := range good {
+		bad := bytes.Clone(good)
+		bad[i] ^= 0x10
+		_, err := ReadCuckoo(bytes.NewReader(bad), opts)
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrMismatch) {
+			t.Fatalf("ReadCuckoo with byte %d flipped = %v, want ErrCorrupt or ErrMismatch", i, err)
+		}
+	}
+	if _, err := ReadCuckoo(bytes.NewReader(append(bytes.Clone(good), 0)), opts); err != nil {
+		t.Errorf("ReadCuckoo with trailing bytes: %v (a stream may go on)", err)
+	}
+}
+
+func TestCuckooSaveFailureKeepsOld(t *testing.T) {
+	c, _ := filledCuckoo(t, CuckooOptions{Growth: Growth{InitialCapacity: 100}}, 100)
+	if err := c.Save(filepath.Join(t.TempDir(), "no-such-dir", "f")); err == nil {
+		t.Error("Save into a missing directory succeeded")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := c.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("Save left %d files in its directory, want 1", len(entries))
+	}
+}
+
+// FuzzReadCuckoo feeds arbitrary bytes to the snapshot reader: it must fail
+// cleanly or return a working filter, never panic.
+func FuzzReadCuckoo(f *testing.F) {
+	opts := CuckooOptions{Growth: Growth{InitialCapacity: 10, TargetFPP: 0.1}, BucketSize: 2}
+	c, _ := filledCuckoo(f, opts, 30)
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add([]byte(cuckooMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := ReadCuckoo(bytes.NewReader(data), opts)
+		if err != nil {
+			return
+		}
+		if _, err := d.TestAndAdd(context.Background(), urlKeys("fuzz", 0, 50)); err != nil {
+			t.Fatalf("TestAndAdd on a loaded filter: %v", err)
+		}
+	})
+}
