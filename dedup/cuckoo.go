@@ -46,8 +46,9 @@ type CuckooOptions struct {
 	// rate within Growth.Layer(i).FPP. A zero InitialCapacity means
 	// 1,000,000, a zero TargetFPP 0.001 (as for a Bloom filter).
 	Growth Growth
-	// MaxLayers bounds the number of layers (1 = a filter that never
-	// grows and reports ErrFull instead). Zero means 64.
+	// MaxLayers bounds the number of layers; zero means 64. With 1 the
+	// filter never grows (it reports ErrFull instead), and its one layer is
+	// sized for the whole TargetFPP rather than the first share of it.
 	MaxLayers int
 	// BucketSize is the number of slots per bucket, b, in [1, 16]; zero
 	// means DefaultCuckooBucketSize.
@@ -123,6 +124,9 @@ func (o CuckooOptions) layer(i int) (cuckooLayerParams, error) {
 	if err != nil {
 		return cuckooLayerParams{}, err
 	}
+	if o.MaxLayers == 1 {
+		lp.FPP = o.Growth.TargetFPP // no later layer needs a share
+	}
 	nb, err := cuckooBuckets(lp.Capacity, o.BucketSize)
 	if err != nil {
 		return cuckooLayerParams{}, fmt.Errorf("layer %d: %w", i, err)
@@ -139,8 +143,8 @@ func (o CuckooOptions) layer(i int) (cuckooLayerParams, error) {
 // that grows in layers with a bounded false-positive rate and can forget keys.
 //
 // Each key is hashed once with HashKey. In a layer of 2^k buckets of b slots
-// with f-bit fingerprints, the key's fingerprint is 1 + H2 mod (2^f − 1)
-// (never 0, which marks an empty slot), its first bucket i1 is the low k bits
+// with f-bit fingerprints, the key's fingerprint is 1 + (H2 >> 11) mod
+// (2^f − 1) (never 0, which marks an empty slot), its first bucket i1 is the low k bits
 // of H1, and its second is i2 = i1 ⊕ (fmix32(fingerprint) mod 2^k) — partial-
 // key cuckoo hashing: either bucket gives the other from the fingerprint
 // alone, which is what lets an insertion evict a resident fingerprint to its

@@ -30,8 +30,8 @@ type cuckooContract interface {
 
 var _ cuckooContract = (*Cuckoo)(nil)
 
-// urlKeys returns n distinct URL-like keys under prefix, starting at from.
-func urlKeys(prefix string, from, n int) [][]byte {
+// cuckooKeys returns n distinct URL-like keys under prefix, starting at from.
+func cuckooKeys(prefix string, from, n int) [][]byte {
 	keys := make([][]byte, n)
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "https://%s.example/page/%d", prefix, from+i)
@@ -49,8 +49,8 @@ func newTestCuckoo(tb testing.TB, opts CuckooOptions) *Cuckoo {
 	return c
 }
 
-// countTrue counts the true results.
-func countTrue(bs []bool) int {
+// numTrue counts the true results.
+func numTrue(bs []bool) int {
 	n := 0
 	for _, b := range bs {
 		if b {
@@ -88,8 +88,8 @@ func TestCuckooFormatPinned(t *testing.T) {
 		fp      uint32
 		i1, i2  uint64
 	}{
-		{"https://example.com/", 12, 1 << 10, 1083, 159, 813},
-		{"https://example.com/", 32, 1 << 20, 1025417073, 799903, 294441},
+		{"https://example.com/", 12, 1 << 10, 1275, 159, 218},
+		{"https://example.com/", 32, 1 << 20, 3060245460, 799903, 449114},
 		{"", 8, 1 << 4, 1, 0, 7}, // murmur3("") = 0: fingerprint 1, i2 = fmix32(1) mod 16
 	} {
 		h := HashKey([]byte(c.key))
@@ -128,7 +128,7 @@ func TestCuckooFingerprintNeverZero(t *testing.T) {
 			}
 		}
 		// The hash that is 0 mod 2^f − 1 still gets a nonzero fingerprint.
-		if fp := cuckooFingerprint(Hash{H2: uint64(1)<<f - 1}, f); fp != 1 {
+		if fp := cuckooFingerprint(Hash{H2: (uint64(1)<<f - 1) << 11}, f); fp != 1 {
 			t.Errorf("cuckooFingerprint(H2=2^%d−1) = %d, want 1", f, fp)
 		}
 	}
@@ -296,7 +296,7 @@ func TestCuckooDeleteAddedKeys(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			f := newTestCuckoo(t, c.opts)
-			keys := urlKeys("fn", 0, n)
+			keys := cuckooKeys("fn", 0, n)
 			if err := f.Add(ctx, keys); err != nil {
 				t.Fatalf("Add: %v", err)
 			}
@@ -308,23 +308,23 @@ func TestCuckooDeleteAddedKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := f.Contains(ctx, keys[n/2:])
-			lost := n/2 - countTrue(got)
+			lost := n/2 - numTrue(got)
 			if float64(lost) > c.maxLost {
 				t.Errorf("after deleting the first half, %d of the second half read absent, want ≤ %.0f", lost, c.maxLost)
 			}
-			if missed := n/2 - countTrue(del); float64(missed) > c.maxLost {
+			if missed := n/2 - numTrue(del); float64(missed) > c.maxLost {
 				t.Errorf("%d deletes of added keys found nothing (their fingerprint taken by another's delete), want ≤ %.0f", missed, c.maxLost)
 			}
 			// The deleted half reads absent, but for false positives.
 			got, _ = f.Contains(ctx, keys[:n/2])
-			if k, limit := countTrue(got), binomialCountUpper(n/2, 0.05); float64(k) > limit {
+			if k, limit := numTrue(got), binomialCountUpper(n/2, 0.05); float64(k) > limit {
 				t.Errorf("%d of %d deleted keys read present, want ≤ %.0f (4σ over the 5%% target)", k, n/2, limit)
 			}
 			st, _ := f.Stats(ctx)
-			if cnt, _ := f.Count(ctx); cnt != n-st.Deletes || st.Items != cnt || st.Deletes != uint64(countTrue(del)) {
-				t.Errorf("Count %d, Stats.Items %d, Stats.Deletes %d after %d found deletes of %d keys", cnt, st.Items, st.Deletes, countTrue(del), n)
+			if cnt, _ := f.Count(ctx); cnt != n-st.Deletes || st.Items != cnt || st.Deletes != uint64(numTrue(del)) {
+				t.Errorf("Count %d, Stats.Items %d, Stats.Deletes %d after %d found deletes of %d keys", cnt, st.Items, st.Deletes, numTrue(del), n)
 			}
-			t.Logf("%d layers: %d of %d deletes found a fingerprint, %d kept keys lost theirs", len(st.Layers), countTrue(del), n/2, lost)
+			t.Logf("%d layers: %d of %d deletes found a fingerprint, %d kept keys lost theirs", len(st.Layers), numTrue(del), n/2, lost)
 		})
 	}
 }
@@ -382,8 +382,8 @@ func TestCuckooDeleteFalsePositiveTrap(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			ctx := context.Background()
 			c := newTestCuckoo(t, CuckooOptions{Growth: Growth{InitialCapacity: 200, TargetFPP: 0.5}, MaxLayers: 1})
-			added := urlKeys("added", 0, 150)
-			if res, err := c.TestAndAdd(ctx, added); err != nil || countTrue(res) == 0 {
+			added := cuckooKeys("added", 0, 150)
+			if res, err := c.TestAndAdd(ctx, added); err != nil || numTrue(res) == 0 {
 				t.Fatalf("TestAndAdd: %v", err)
 			}
 			var stored [][]byte
@@ -414,7 +414,7 @@ func TestCuckooDeleteFalsePositiveTrap(t *testing.T) {
 				t.Fatalf("%s(false positive) = false, want true (membership cannot tell it apart)", op)
 			}
 			got, _ := c.Contains(ctx, stored)
-			if lost := len(stored) - countTrue(got); lost < 1 {
+			if lost := len(stored) - numTrue(got); lost < 1 {
 				t.Errorf("%s of a false positive: %d added keys read absent, want ≥ 1 (the trap)", op, lost)
 			}
 		})
@@ -464,7 +464,7 @@ func TestCuckooTooManyCopies(t *testing.T) {
 func TestCuckooFull(t *testing.T) {
 	ctx := context.Background()
 	c := newTestCuckoo(t, CuckooOptions{Growth: Growth{InitialCapacity: 1 << 14, TargetFPP: 0.001}, MaxLayers: 1})
-	keys := urlKeys("full", 0, 1<<15)
+	keys := cuckooKeys("full", 0, 1<<15)
 	res, err := c.TestAndAdd(ctx, keys)
 	var be *BatchError
 	if !errors.As(err, &be) || !errors.Is(err, ErrFull) {
@@ -495,7 +495,7 @@ func TestCuckooFull(t *testing.T) {
 		t.Errorf("%d keys reported new, Stats.Items = %d", len(stored), st.Items)
 	}
 	got, _ := c.Contains(ctx, stored)
-	if n := countTrue(got); n != len(stored) {
+	if n := numTrue(got); n != len(stored) {
 		t.Errorf("%d of %d stored keys read present after failed insertions, want all", n, len(stored))
 	}
 }
@@ -515,22 +515,22 @@ func TestCuckooGrowthFPP(t *testing.T) {
 		t.Run(fmt.Sprint(target), func(t *testing.T) {
 			ctx := context.Background()
 			c := newTestCuckoo(t, CuckooOptions{Growth: Growth{InitialCapacity: capacity, TargetFPP: target}})
-			absent := urlKeys("never", 0, queries)
+			absent := cuckooKeys("never", 0, queries)
 			added, stored := 0, 0
 			for _, mult := range []int{1, 10, 50} {
 				n := mult*capacity - added
-				res, err := c.TestAndAdd(ctx, urlKeys("inserted", added, n))
+				res, err := c.TestAndAdd(ctx, cuckooKeys("inserted", added, n))
 				if err != nil {
 					t.Fatal(err)
 				}
 				added += n
-				stored += countTrue(res)
+				stored += numTrue(res)
 				st, _ := c.Stats(ctx)
 				if st.Items != uint64(stored) {
 					t.Fatalf("Stats.Items = %d after %d keys", st.Items, added)
 				}
 				got, _ := c.Contains(ctx, absent)
-				fp := countTrue(got)
+				fp := numTrue(got)
 				rate := float64(fp) / queries
 				if limit := binomialCountUpper(queries, target); float64(fp) > limit {
 					t.Errorf("%d×: %d false positives in %d (%.5f), want ≤ %.0f (target %v + 4σ)", mult, fp, queries, rate, limit, target)
@@ -568,10 +568,10 @@ func TestCuckooConcurrent(t *testing.T) {
 		t.Run(fmt.Sprintf("fingerprint bits %d", fbits), func(t *testing.T) {
 			ctx := context.Background()
 			c := newTestCuckoo(t, CuckooOptions{Growth: Growth{InitialCapacity: 1000, TargetFPP: 0.01}, FingerprintBits: fbits})
-			if _, err := c.TestAndAdd(ctx, urlKeys("before", 0, 3000)); err != nil {
+			if _, err := c.TestAndAdd(ctx, cuckooKeys("before", 0, 3000)); err != nil {
 				t.Fatal(err)
 			}
-			keys := urlKeys("race", 0, 20000)
+			keys := cuckooKeys("race", 0, 20000)
 			before, _ := c.Contains(ctx, keys)
 			const workers = 4
 			wins := make([][]bool, workers)
@@ -668,12 +668,34 @@ func TestCuckooStats(t *testing.T) {
 	if st.Kind != "cuckoo" || len(st.Layers) != 1 || st.Layers[0] != want || st.MemoryBytes != 512*4*12/8 || st.NextLayerCapacity != 2000 || st.EstimatedFPP != 0 {
 		t.Errorf("Stats of an empty filter = %+v, want one layer %+v", st, want)
 	}
-	if _, err := c.TestAndAdd(ctx, urlKeys("stats", 0, 1024)); err != nil {
+	if _, err := c.TestAndAdd(ctx, cuckooKeys("stats", 0, 1024)); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = c.Stats(ctx)
 	l := st.Layers[0]
 	if l.Fill != float64(l.Items)/2048 || st.BytesPerItem != float64(st.MemoryBytes)/float64(st.Items) || l.EstimatedFPP <= 0 || l.EstimatedFPP > l.FPP {
 		t.Errorf("Stats after 1024 keys = %+v", st)
+	}
+}
+
+// TestCuckooLayerBudget: a filter that may grow gives its first layer the
+// first share of the target, P(1 − r); one that may not gives it all of P.
+func TestCuckooLayerBudget(t *testing.T) {
+	for _, c := range []struct {
+		maxLayers int
+		fpp       float64
+		wantBits  int
+	}{
+		{0, 0.01, 12},  // 0.002 → 8/4095
+		{1, 0.01, 10},  // 0.01 → 8/1023
+		{0, 0.001, 16}, // 0.0002 → 8/65535
+		{1, 0.001, 13}, // 0.001 → 8/8191
+		{2, 0.001, 16},
+	} {
+		c0 := newTestCuckoo(t, CuckooOptions{Growth: Growth{InitialCapacity: 1000, TargetFPP: c.fpp}, MaxLayers: c.maxLayers})
+		st, _ := c0.Stats(context.Background())
+		if got := st.Layers[0].Hashes; got != c.wantBits {
+			t.Errorf("MaxLayers %d, target %v: layer 0 has %d-bit fingerprints, want %d", c.maxLayers, c.fpp, got, c.wantBits)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 //	version          uint16   1
 //	bucket size      uint8    b
 //	fingerprint min  uint8    CuckooOptions.FingerprintBits (0 = none)
+//	max layers       uint8    CuckooOptions.MaxLayers
 //	initial capacity int64    Growth.InitialCapacity
 //	target fpp       float64  Growth.TargetFPP (IEEE 754 bits)
 //	factor           float64  Growth.Factor
@@ -66,6 +67,7 @@ func (c *Cuckoo) WriteTo(w io.Writer) (int64, error) {
 	cw.u16(cuckooFileVersion)
 	cw.u8(uint8(o.BucketSize))
 	cw.u8(uint8(o.FingerprintBits))
+	cw.u8(uint8(o.MaxLayers))
 	cw.u64(uint64(o.Growth.InitialCapacity))
 	cw.u64(math.Float64bits(o.Growth.TargetFPP))
 	cw.u64(math.Float64bits(o.Growth.Factor))
@@ -141,9 +143,8 @@ func LoadCuckoo(path string, opts CuckooOptions) (*Cuckoo, error) {
 }
 
 // ReadCuckoo reads a snapshot written by WriteTo. The stored parameters must
-// equal opts' (after defaults), except MaxLayers and MaxKicks, which are
-// taken from opts (a filter that already has MaxLayers layers or more just
-// stops growing); otherwise it fails with a *MismatchError naming the first
+// equal opts' (after defaults), except MaxKicks, which is taken from opts;
+// otherwise it fails with a *MismatchError naming the first
 // that differs. A different Policy is accepted only with opts.Force. A
 // snapshot that is truncated, fails its checksum or describes an impossible
 // filter fails with ErrCorrupt; ReadCuckoo never trusts a stored size before
@@ -163,9 +164,10 @@ func ReadCuckoo(r io.Reader, opts CuckooOptions) (*Cuckoo, error) {
 	if v := cr.u16(); cr.err == nil && v != cuckooFileVersion {
 		return nil, fmt.Errorf("%w: unsupported version %d", ErrCorrupt, v)
 	}
-	stored := CuckooOptions{MaxLayers: opts.MaxLayers, MaxKicks: opts.MaxKicks}
+	stored := CuckooOptions{MaxKicks: opts.MaxKicks}
 	stored.BucketSize = int(cr.u8())
 	stored.FingerprintBits = int(cr.u8())
+	stored.MaxLayers = int(cr.u8())
 	stored.Growth.InitialCapacity = int64(cr.u64())
 	stored.Growth.TargetFPP = math.Float64frombits(cr.u64())
 	stored.Growth.Factor = math.Float64frombits(cr.u64())
@@ -182,8 +184,8 @@ func ReadCuckoo(r io.Reader, opts CuckooOptions) (*Cuckoo, error) {
 	if err := cuckooCompare("", stored, opts); err != nil {
 		return nil, err
 	}
-	if nlayers < 1 || nlayers > maxLayers {
-		return nil, fmt.Errorf("%w: %d layers, want 1 to %d", ErrCorrupt, nlayers, maxLayers)
+	if nlayers < 1 || nlayers > opts.MaxLayers {
+		return nil, fmt.Errorf("%w: %d layers, want 1 to %d", ErrCorrupt, nlayers, opts.MaxLayers)
 	}
 	c := newCuckoo(opts)
 	c.deletes = deletes
@@ -244,6 +246,7 @@ func cuckooCompare(name string, stored, given CuckooOptions) error {
 		{"tightening", ftoa(stored.Growth.Tightening), ftoa(given.Growth.Tightening)},
 		{"bucket_size", strconv.Itoa(stored.BucketSize), strconv.Itoa(given.BucketSize)},
 		{"fingerprint_bits", strconv.Itoa(stored.FingerprintBits), strconv.Itoa(given.FingerprintBits)},
+		{"max_layers", strconv.Itoa(stored.MaxLayers), strconv.Itoa(given.MaxLayers)},
 		{"policy", strconv.Quote(stored.Policy), strconv.Quote(given.Policy)},
 	}
 	for _, f := range fields {

@@ -81,15 +81,17 @@ func cuckooBuckets(capacity int64, b int) (uint64, error) {
 	return n, nil
 }
 
-// cuckooFingerprint derives the f-bit fingerprint of a key from H2 of its
-// hash, uniform over [1, 2^f − 1]: 0 marks an empty slot and is never a
-// fingerprint.
+// cuckooFingerprint derives the f-bit fingerprint of a key from the high 53
+// bits of H2, 1 + (H2 >> 11) mod (2^f − 1): uniform over [1, 2^f − 1] (to
+// within 2^-21), never 0, which marks an empty slot. 53 bits, because the
+// Redis script computes the same fingerprint with Lua's doubles, exactly.
 func cuckooFingerprint(h Hash, f int) uint32 {
-	return uint32(1 + h.H2%(uint64(1)<<f-1))
+	return uint32(1 + (h.H2>>11)%(uint64(1)<<f-1))
 }
 
 // cuckooIndex derives the key's first bucket, i1, from the low bits of H1.
-// buckets must be a power of two.
+// buckets must be a power of two, at most 2^32 (so only the low 32 bits of
+// H1 matter, which is what the Redis script is given).
 func cuckooIndex(h Hash, buckets uint64) uint64 {
 	return h.H1 & (buckets - 1)
 }
