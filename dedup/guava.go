@@ -62,7 +62,7 @@ func (b *Bloom) WriteGuava(w io.Writer) error {
 // Guava's sizing for them must give the stream's k and word count, or
 // ReadGuava returns a *MismatchError; left zero, they are inferred from the
 // bits (n = round(m·ln 2 / k), p = exp(−m·ln²2 / n)), which is only an
-// estimate. The item count starts at ApproximateItems. opts.Policy is
+// estimate. The item count starts at ApproximateItems (at most the bits set). opts.Policy is
 // adopted as the filter's policy.
 func ReadGuava(r io.Reader, opts BloomOptions) (*Bloom, error) {
 	var hdr [6]byte
@@ -96,7 +96,8 @@ func ReadGuava(r io.Reader, opts BloomOptions) (*Bloom, error) {
 		return nil, err
 	}
 	l.countOnes()
-	l.items.Store(l.approximateItems())
+	// A key is new only if it sets a clear bit: never more items than bits.
+	l.items.Store(min(l.approximateItems(), l.ones.Load()))
 	return newBloomFromLayer(l, opts), nil
 }
 
