@@ -1,0 +1,192 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+)
+
+// Enabled reports whether a Redis URL is set; without one, Sieve keeps the
+// filter and stats in memory.
+func (r Redis) Enabled() bool { return strings.TrimSpace(r.URL) != "" }
+
+// IsCluster reports whether the URL names a Redis Cluster (an address list,
+// or one seed with Cluster set).
+func (r Redis) IsCluster() bool {
+	return r.Cluster || strings.Contains(r.URL, ",")
+}
+
+// redisAddr is one parsed entry of Redis.URL.
+type redisAddr struct {
+	addr     string
+	user     string
+	password string
+	db       int
+	tls      bool
+}
+
+func (r Redis) addrs() ([]redisAddr, error) {
+	var out []redisAddr
+	for _, part := range strings.Split(r.URL, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.Contains(part, "://") {
+			if _, _, err := net.SplitHostPort(part); err != nil {
+				return nil, fmt.Errorf("want redis://host:port, rediss://host:port or host:port, got %q", part)
+			}
+			out = append(out, redisAddr{addr: part})
+			continue
+		}
+		o, err := redis.ParseURL(part)
+		if err != nil {
+			return nil, fmt.Errorf("parse %q: %w", redactURLs(part), err)
+		}
+		out = append(out, redisAddr{addr: o.Addr, user: o.Username, password: o.Password, db: o.DB, tls: o.TLSConfig != nil})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no address")
+	}
+	if len(out) > 1 || r.Cluster {
+		for _, a := range out {
+			if a.db != 0 {
+				return nil, fmt.Errorf("a Redis Cluster has only database 0, got /%d", a.db)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (r Redis) tlsConfig(host string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, InsecureSkipVerify: r.TLSInsecure}
+	if r.TLSCA != "" {
+		pool, err := loadCA(r.TLSCA)
+		if err != nil {
+			return nil, &FieldError{Field: "redis.tls_ca", Err: err}
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+func loadCA(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no PEM certificate in %s", path)
+	}
+	return pool, nil
+}
+
+// Client builds the Redis client the URL describes: a *redis.Client for one
+// server, a *redis.ClusterClient for an address list or with Cluster set.
+// The caller closes it. It does not connect; the first command does.
+func (r Redis) Client() (redis.UniversalClient, error) {
+	if !r.Enabled() {
+		return nil, &FieldError{Field: "redis.url", Err: errors.New("not set (memory mode has no Redis client)")}
+	}
+	addrs, err := r.addrs()
+	if err != nil {
+		return nil, &FieldError{Field: "redis.url", Err: err}
+	}
+	first := addrs[0]
+	password := first.password
+	if r.Password != "" {
+		password = r.Password
+	}
+	var tlsCfg *tls.Config
+	if first.tls {
+		host, _, _ := net.SplitHostPort(first.addr)
+		if tlsCfg, err = r.tlsConfig(host); err != nil {
+			return nil, err
+		}
+	}
+	if r.IsCluster() {
+		list := make([]string, len(addrs))
+		for i, a := range addrs {
+			list[i] = a.addr
+		}
+		if tlsCfg != nil {
+			tlsCfg.ServerName = "" // each node is verified under its own name
+		}
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:        list,
+			Username:     first.user,
+			Password:     password,
+			TLSConfig:    tlsCfg,
+			PoolSize:     r.PoolSize,
+			ReadTimeout:  r.Timeout,
+			WriteTimeout: r.Timeout,
+		}), nil
+	}
+	return redis.NewClient(&redis.Options{
+		Addr:         first.addr,
+		Username:     first.user,
+		Password:     password,
+		DB:           first.db,
+		TLSConfig:    tlsCfg,
+		PoolSize:     r.PoolSize,
+		ReadTimeout:  r.Timeout,
+		WriteTimeout: r.Timeout,
+	}), nil
+}
+
+// Options returns the nats.go options for the settings: credentials, TLS,
+// the connection name (name if Name is empty), and reconnection forever, so
+// that a client started while NATS is down connects when it comes up.
+func (n NATS) Options(name string) ([]nats.Option, error) {
+	if n.Name != "" {
+		name = n.Name
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(n.ReconnectWait),
+		nats.RetryOnFailedConnect(true),
+	}
+	if n.Creds != "" {
+		if _, err := os.Stat(n.Creds); err != nil {
+			return nil, &FieldError{Field: "nats.creds", Err: err}
+		}
+		opts = append(opts, nats.UserCredentials(n.Creds))
+	}
+	if n.TLSCA != "" {
+		if _, err := loadCA(n.TLSCA); err != nil {
+			return nil, &FieldError{Field: "nats.tls_ca", Err: err}
+		}
+		opts = append(opts, nats.RootCAs(n.TLSCA))
+	}
+	if n.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(n.TLSCert, n.TLSKey); err != nil {
+			return nil, &FieldError{Field: "nats.tls_cert", Err: err}
+		}
+		opts = append(opts, nats.ClientCert(n.TLSCert, n.TLSKey))
+	}
+	return opts, nil
+}
+
+// Connect connects to NATS with Options(name) plus extra options (e.g.
+// disconnect handlers). With RetryOnFailedConnect it returns at once even
+// if the server is down; the client keeps trying.
+func (n NATS) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
+	opts, err := n.Options(name)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(n.URL, append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", redactURLs(n.URL), err)
+	}
+	return nc, nil
+}

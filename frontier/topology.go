@@ -1,0 +1,272 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Topology names and shapes the pipeline's streams, subjects and consumer.
+// Every process of one deployment (workers, crawlers, the CLI) must use the
+// same Prefix and Partitions; the other fields are applied by whichever
+// process calls Ensure. The zero value of a field means its default. A
+// Topology is a value; it is safe for concurrent use.
+type Topology struct {
+	// Prefix starts every subject and stream name (default "sieve").
+	Prefix string
+	// Partitions is the number of frontier partitions (default 16).
+	Partitions int
+	// DuplicateWindow is how long the frontier stream remembers message
+	// IDs (default 10 minutes); see the package doc for what it bounds.
+	DuplicateWindow time.Duration
+	// Limits bounds discovered messages; it is also the discovered stream's
+	// largest message.
+	Limits Limits
+	// FrontierMaxMsgs and FrontierMaxBytes cap the frontier stream; at a
+	// cap, publishes fail and workers wait (backpressure). 0 or -1: no cap.
+	FrontierMaxMsgs, FrontierMaxBytes int64
+	// DiscoveredMaxBytes caps the discovered stream. 0 or -1: no cap.
+	DiscoveredMaxBytes int64
+	// Replicas of each stream (default 1).
+	Replicas int
+	// Storage of the streams (default file).
+	Storage jetstream.StorageType
+	// AckWait is how long a fetched discovered message may stay
+	// unacknowledged before redelivery (default 30 s).
+	AckWait time.Duration
+	// MaxAckPending bounds discovered messages in flight over all workers
+	// (default 10,000).
+	MaxAckPending int
+}
+
+// Defaults of Topology.
+const (
+	DefaultPrefix          = "sieve"
+	DefaultPartitions      = 16
+	DefaultDuplicateWindow = 10 * time.Minute
+	DefaultAckWait         = 30 * time.Second
+	DefaultMaxAckPending   = 10_000
+	// discoveredWindow is the discovered stream's duplicate window, which
+	// only absorbs a crawler's retried publishes.
+	discoveredWindow = 2 * time.Minute
+)
+
+// WithDefaults returns t with zero fields set to their defaults.
+func (t Topology) WithDefaults() Topology {
+	if t.Prefix == "" {
+		t.Prefix = DefaultPrefix
+	}
+	if t.Partitions <= 0 {
+		t.Partitions = DefaultPartitions
+	}
+	if t.DuplicateWindow <= 0 {
+		t.DuplicateWindow = DefaultDuplicateWindow
+	}
+	t.Limits = t.Limits.withDefaults()
+	if t.Replicas <= 0 {
+		t.Replicas = 1
+	}
+	if t.AckWait <= 0 {
+		t.AckWait = DefaultAckWait
+	}
+	if t.MaxAckPending <= 0 {
+		t.MaxAckPending = DefaultMaxAckPending
+	}
+	return t
+}
+
+func (t Topology) upperPrefix() string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(t.WithDefaults().Prefix))
+}
+
+// DiscoveredStream is the name of the stream crawlers publish pages to:
+// <PREFIX>_DISCOVERED.
+func (t Topology) DiscoveredStream() string { return t.upperPrefix() + "_DISCOVERED" }
+
+// FrontierStream is the name of the stream of admitted URLs:
+// <PREFIX>_FRONTIER.
+func (t Topology) FrontierStream() string { return t.upperPrefix() + "_FRONTIER" }
+
+// Consumer is the name of the durable pull consumer all dedup workers
+// share: <prefix>-dedup.
+func (t Topology) Consumer() string { return t.WithDefaults().Prefix + "-dedup" }
+
+// DiscoveredSubject is the subject a crawler publishes a crawl's pages to:
+// <prefix>.discovered.<crawl>.
+func (t Topology) DiscoveredSubject(crawl string) string {
+	return t.WithDefaults().Prefix + ".discovered." + crawl
+}
+
+// FrontierSubject is the subject of the crawl's admitted URLs in a
+// partition: <prefix>.frontier.<crawl>.<partition>.
+func (t Topology) FrontierSubject(crawl string, partition int) string {
+	return t.WithDefaults().Prefix + ".frontier." + crawl + "." + strconv.Itoa(partition)
+}
+
+// PartitionFilter is the subject filter of one partition over all crawls:
+// <prefix>.frontier.*.<partition>. A crawler that owns a partition
+// consumes it with a durable consumer of its own (the frontier stream is a
+// work queue, so partitions' consumers must not overlap).
+func (t Topology) PartitionFilter(partition int) string {
+	return t.WithDefaults().Prefix + ".frontier.*." + strconv.Itoa(partition)
+}
+
+// Partition returns the frontier partition of a host: FNV-1a 32 of the
+// lowercased host name (no port) modulo Partitions. It is part of the wire
+// format: all processes must agree on it.
+func (t Topology) Partition(host string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(strings.ToLower(host)))
+	return int(h.Sum32() % uint32(t.WithDefaults().Partitions))
+}
+
+// Metadata keys stored on the streams, checked by Ensure.
+const (
+	metaFormat     = "sieve_format"
+	metaPartitions = "sieve_partitions"
+)
+
+// ErrTopologyMismatch is returned (wrapped) by Ensure when existing streams
+// were created with another partition count or format version.
+var ErrTopologyMismatch = errors.New("frontier: streams exist with another topology")
+
+func limit(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// DiscoveredConfig is the discovered stream's configuration: a work queue
+// (a message is deleted once a worker acknowledges it), DiscardNew at its
+// byte cap so crawlers see the backpressure, and the message size limit.
+func (t Topology) DiscoveredConfig() jetstream.StreamConfig {
+	t = t.WithDefaults()
+	return jetstream.StreamConfig{
+		Name:        t.DiscoveredStream(),
+		Description: "Sieve: pages crawled, with their raw links (one message per page)",
+		Subjects:    []string{t.Prefix + ".discovered.>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     -1,
+		MaxBytes:    limit(t.DiscoveredMaxBytes),
+		MaxMsgSize:  int32(min(t.Limits.MaxBytes, 1<<31-1)),
+		Storage:     t.Storage,
+		Replicas:    t.Replicas,
+		Duplicates:  discoveredWindow,
+		Metadata:    map[string]string{metaFormat: strconv.Itoa(Version)},
+	}
+}
+
+// FrontierConfig is the frontier stream's configuration: a work queue
+// partitioned by subject, DiscardNew at its caps (workers wait, nothing is
+// dropped) and the duplicate window that absorbs republished URLs.
+func (t Topology) FrontierConfig() jetstream.StreamConfig {
+	t = t.WithDefaults()
+	return jetstream.StreamConfig{
+		Name:        t.FrontierStream(),
+		Description: "Sieve: admitted URLs, each once, partitioned by host",
+		Subjects:    []string{t.Prefix + ".frontier.>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     limit(t.FrontierMaxMsgs),
+		MaxBytes:    limit(t.FrontierMaxBytes),
+		Storage:     t.Storage,
+		Replicas:    t.Replicas,
+		Duplicates:  t.DuplicateWindow,
+		Metadata: map[string]string{
+			metaFormat:     strconv.Itoa(Version),
+			metaPartitions: strconv.Itoa(t.Partitions),
+		},
+	}
+}
+
+// ConsumerConfig is the configuration of the workers' shared durable pull
+// consumer: explicit acks, redelivery after AckWait, never given up on
+// (poison messages are terminated by the worker instead).
+func (t Topology) ConsumerConfig() jetstream.ConsumerConfig {
+	t = t.WithDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       t.Consumer(),
+		Description:   "Sieve dedup workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       t.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: t.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		FilterSubject: t.Prefix + ".discovered.>",
+	}
+}
+
+// Ensure creates the two streams and the workers' consumer, or updates
+// them to t's settings. It fails with ErrTopologyMismatch if the frontier
+// stream exists with another partition count or format version, since
+// crawlers would then disagree on who owns a host.
+func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
+	t = t.WithDefaults()
+	if err := t.check(ctx, js); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, t.DiscoveredConfig()); err != nil {
+		return fmt.Errorf("frontier: ensure stream %s: %w", t.DiscoveredStream(), err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, t.FrontierConfig()); err != nil {
+		return fmt.Errorf("frontier: ensure stream %s: %w", t.FrontierStream(), err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, t.DiscoveredStream(), t.ConsumerConfig()); err != nil {
+		return fmt.Errorf("frontier: ensure consumer %s: %w", t.Consumer(), err)
+	}
+	return nil
+}
+
+func (t Topology) check(ctx context.Context, js jetstream.JetStream) error {
+	s, err := js.Stream(ctx, t.FrontierStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("frontier: look up stream %s: %w", t.FrontierStream(), err)
+	}
+	meta := s.CachedInfo().Config.Metadata
+	if got := meta[metaPartitions]; got != "" && got != strconv.Itoa(t.Partitions) {
+		return fmt.Errorf("%w: %s has %s partitions, configured %d", ErrTopologyMismatch, t.FrontierStream(), got, t.Partitions)
+	}
+	if got := meta[metaFormat]; got != "" && got != strconv.Itoa(Version) {
+		return fmt.Errorf("%w: %s holds format %s, this build writes %d", ErrTopologyMismatch, t.FrontierStream(), got, Version)
+	}
+	return nil
+}
+
+// PublishDiscovered publishes d (split into messages of at most
+// Limits.MaxLinks links) to the crawl's discovered subject and waits for
+// JetStream to store each part. Each part carries a Nats-Msg-Id digest of
+// its bytes, so retrying a publish that timed out stores it once. An
+// invalid d is a *PoisonError and nothing is published.
+func (t Topology) PublishDiscovered(ctx context.Context, js jetstream.JetStream, d Discovered) error {
+	t = t.WithDefaults()
+	d.V = Version
+	for _, part := range d.Split(t.Limits.MaxLinks) {
+		if err := part.check(t.Limits); err != nil {
+			return err
+		}
+		data, err := part.Encode()
+		if err != nil {
+			return fmt.Errorf("frontier: encode discovered: %w", err)
+		}
+		if len(data) > t.Limits.MaxBytes {
+			return poison(PoisonTooLarge, "%d bytes, limit %d (fewer links per message would fit)", len(data), t.Limits.MaxBytes)
+		}
+		msg := &nats.Msg{Subject: t.DiscoveredSubject(d.Crawl), Data: data, Header: nats.Header{}}
+		if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(contentID(data))); err != nil {
+			return fmt.Errorf("frontier: publish discovered: %w", err)
+		}
+	}
+	return nil
+}

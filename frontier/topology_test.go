@@ -1,0 +1,117 @@
+package frontier_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
+)
+
+// TestNamesPinned pins subjects, stream names and partitioning: crawlers and
+// workers of different builds must agree on them. Partition values were
+// computed with an independent FNV-1a implementation (Python).
+func TestNamesPinned(t *testing.T) {
+	var zero frontier.Topology
+	custom := frontier.Topology{Prefix: "my-crawl", Partitions: 7}
+	tests := []struct{ got, want any }{
+		{zero.DiscoveredStream(), "SIEVE_DISCOVERED"},
+		{zero.FrontierStream(), "SIEVE_FRONTIER"},
+		{zero.Consumer(), "sieve-dedup"},
+		{zero.DiscoveredSubject("default"), "sieve.discovered.default"},
+		{zero.FrontierSubject("default", 3), "sieve.frontier.default.3"},
+		{zero.PartitionFilter(3), "sieve.frontier.*.3"},
+		{custom.DiscoveredStream(), "MY_CRAWL_DISCOVERED"},
+		{custom.FrontierSubject("x", 0), "my-crawl.frontier.x.0"},
+		{zero.Partition("example.com"), 6},
+		{zero.Partition("EXAMPLE.com"), 6},
+		{zero.Partition("www.example.org"), 8},
+		{zero.Partition("a"), 12},
+		{custom.Partition("example.com"), 2},
+		{custom.Partition("a"), 5},
+	}
+	for i, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("case %d: got %v, want %v", i, tt.got, tt.want)
+		}
+	}
+}
+
+func TestEnsure(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	js := srv.JetStream()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topo := frontier.Topology{Partitions: 4, DuplicateWindow: time.Minute, FrontierMaxMsgs: 100}
+	for i := 0; i < 2; i++ { // idempotent
+		if err := topo.Ensure(ctx, js); err != nil {
+			t.Fatalf("Ensure #%d: %v", i+1, err)
+		}
+	}
+	s, err := js.Stream(ctx, topo.FrontierStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.Retention != jetstream.WorkQueuePolicy || cfg.Discard != jetstream.DiscardNew || cfg.MaxMsgs != 100 || cfg.Duplicates != time.Minute {
+		t.Errorf("frontier stream config %+v", cfg)
+	}
+	if _, err := js.Consumer(ctx, topo.DiscoveredStream(), topo.Consumer()); err != nil {
+		t.Errorf("consumer: %v", err)
+	}
+
+	// Settings may change; the partition count may not.
+	topo.DuplicateWindow = 2 * time.Minute
+	if err := topo.Ensure(ctx, js); err != nil {
+		t.Fatalf("Ensure with a longer window: %v", err)
+	}
+	topo.Partitions = 8
+	if err := topo.Ensure(ctx, js); !errors.Is(err, frontier.ErrTopologyMismatch) {
+		t.Fatalf("Ensure with other partitions = %v, want ErrTopologyMismatch", err)
+	}
+}
+
+func TestPublishDiscovered(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	js := srv.JetStream()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topo := frontier.Topology{Limits: frontier.Limits{MaxLinks: 2}}
+	if err := topo.Ensure(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	d := frontier.Discovered{Crawl: "c1", URL: "https://example.com/", Links: []string{"/a", "/b", "/c"}}
+	for i := 0; i < 2; i++ { // the second publish is a retry: stored once
+		if err := topo.PublishDiscovered(ctx, js, d); err != nil {
+			t.Fatalf("PublishDiscovered: %v", err)
+		}
+	}
+	s, err := js.Stream(ctx, topo.DiscoveredStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Errorf("stream holds %d messages, want 2 (3 links split by 2, retry deduplicated)", info.State.Msgs)
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, topo.DiscoveredSubject("c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := frontier.DecodeDiscovered(msg.Data, frontier.Limits{})
+	if err != nil || len(got.Links) != 1 || got.Links[0] != "/c" {
+		t.Errorf("last part = %+v, %v", got, err)
+	}
+
+	var pe *frontier.PoisonError
+	if err := topo.PublishDiscovered(ctx, js, frontier.Discovered{Crawl: "bad.crawl", URL: "https://e/"}); !errors.As(err, &pe) {
+		t.Errorf("publishing a bad crawl id = %v, want a *PoisonError", err)
+	}
+}
