@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -87,9 +88,10 @@ func newScalable(layers []*layer, opts ScalableOptions) *ScalableBloom {
 // TestAndAdd adds keys and reports, per key, whether it was new: absent from
 // every layer and setting at least one bit of the newest. Within a batch and
 // across concurrent callers, an absent key is reported new once. When the
-// newest layer is full, TestAndAdd adds a layer and continues; it fails only
-// if the schedule cannot size another layer (after about 2³¹ words), having
-// added the keys before the failing one.
+// newest layer is full, TestAndAdd adds a layer and continues. If no
+// further layer can be sized (64 layers, or one beyond 2³¹ words), it
+// returns the results with a *BatchError wrapping ErrFull that lists the
+// keys it could not add; the keys before them were handled.
 func (s *ScalableBloom) TestAndAdd(ctx context.Context, keys [][]byte) ([]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -101,10 +103,17 @@ func (s *ScalableBloom) TestAndAdd(ctx context.Context, keys [][]byte) ([]bool, 
 			return nil, err
 		}
 		i += n
-		if i < len(keys) {
-			if err := s.grow(); err != nil {
-				return out[:i], fmt.Errorf("dedup: grow scalable bloom: %w", err)
+		if i == len(keys) {
+			break
+		}
+		if err := s.grow(); errors.Is(err, ErrClosed) {
+			return nil, err
+		} else if err != nil {
+			be := &BatchError{Err: fmt.Errorf("%w: cannot add a layer: %w", ErrFull, err)}
+			for j := i; j < len(keys); j++ {
+				be.Keys = append(be.Keys, j)
 			}
+			return out, be
 		}
 	}
 	return out, nil
@@ -123,15 +132,19 @@ func (s *ScalableBloom) addUntilFull(keys [][]byte, out []bool) (int, error) {
 	var ones uint64
 	defer func() { active.ones.Add(ones) }()
 	for i, key := range keys {
-		if active.items.Load() >= uint64(active.capacity) {
-			return i, nil
-		}
 		h := HashKey(key)
 		mu := s.locks.of(h)
 		mu.Lock()
 		seen := false
 		for j := len(older) - 1; j >= 0 && !seen; j-- {
 			seen = older[j].contains(h)
+		}
+		if !seen && active.items.Load() >= uint64(active.capacity) {
+			// Full: a key it holds is answered, a new one needs a layer.
+			if seen = active.contains(h); !seen {
+				mu.Unlock()
+				return i, nil
+			}
 		}
 		var n uint64
 		if !seen {

@@ -363,3 +363,44 @@ func TestScalableClose(t *testing.T) {
 		t.Errorf("Save after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestScalableFull drives a filter to its last layer (Factor 1 keeps every
+// layer at one item, so 64 layers fill quickly): the keys it cannot add are
+// listed in a *BatchError wrapping ErrFull, and the others are handled.
+func TestScalableFull(t *testing.T) {
+	ctx := context.Background()
+	s := newTestScalable(t, ScalableOptions{Growth: Growth{InitialCapacity: 1, TargetFPP: 0.5, Factor: 1, Tightening: 0.5}})
+	keys := testKeys("full", 200)
+	got, err := s.TestAndAdd(ctx, keys)
+	var be *BatchError
+	if !errors.As(err, &be) || !errors.Is(err, ErrFull) {
+		t.Fatalf("TestAndAdd past the last layer = %v, want a *BatchError wrapping ErrFull", err)
+	}
+	first := be.Keys[0]
+	for i, k := range be.Keys {
+		if k != first+i || got[k] {
+			t.Fatalf("BatchError.Keys = %v, want the contiguous tail of the batch, reported not new", be.Keys)
+		}
+	}
+	if be.Keys[len(be.Keys)-1] != len(keys)-1 {
+		t.Errorf("BatchError.Keys ends at %d, want %d", be.Keys[len(be.Keys)-1], len(keys)-1)
+	}
+	st, _ := s.Stats(ctx)
+	if len(st.Layers) != maxLayers || st.Items != uint64(maxLayers) || st.NextLayerCapacity != 0 {
+		t.Errorf("full filter: %d layers, %d items, next %d; want %d layers of one item, next 0", len(st.Layers), st.Items, st.NextLayerCapacity, maxLayers)
+	}
+	added := 0
+	for _, isNew := range got[:first] {
+		if isNew {
+			added++
+		}
+	}
+	if added != maxLayers {
+		t.Errorf("%d keys reported new before the filter filled, want %d", added, maxLayers)
+	}
+	// Keys already present are still answered.
+	again, err := s.TestAndAdd(ctx, keys[:1])
+	if err != nil || again[0] {
+		t.Errorf("TestAndAdd of a held key on a full filter = %v, %v; want [false], nil", again, err)
+	}
+}
