@@ -1,0 +1,529 @@
+package dedup
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of RedisBloomOptions.
+const (
+	DefaultRedisBloomCapacity   = 1_000_000
+	DefaultRedisBloomFPP        = 0.01
+	DefaultRedisBloomShards     = 16
+	DefaultRedisBloomChunkBytes = 64 << 20
+	// maxRedisChunkBytes is Redis's limit on a string (proto-max-bulk-len).
+	maxRedisChunkBytes = 512 << 20
+)
+
+// redisBloomLayout versions the Redis layout of a RedisBloom (key names,
+// state fields, bit positions). It is stored in the metadata; a filter
+// written under another layout is refused.
+const redisBloomLayout = "1"
+
+// redisBloomHash names the hash and bit layout, stored in the metadata.
+const redisBloomHash = "murmur3_x64_128/guava_mitz64"
+
+// ErrClosed is returned by a filter's methods after Close.
+var ErrClosed = errors.New("dedup: filter closed")
+
+//go:embed redisbloom.lua
+var redisBloomLua string
+
+var redisBloomScript = newRedisScript(redisBloomLua)
+
+// RedisBloomOptions configures a RedisBloom. The zero value of each field
+// means its default. Every field but Force is stored with the filter; see
+// OpenRedisBloom.
+type RedisBloomOptions struct {
+	// InitialCapacity is the number of keys the first layer holds, over all
+	// shards; 0 means DefaultRedisBloomCapacity.
+	InitialCapacity int64
+	// TargetFPP bounds the false-positive rate however far the filter grows;
+	// 0 means DefaultRedisBloomFPP (1%).
+	TargetFPP float64
+	// Factor multiplies each new layer's capacity (Growth.Factor); 0 means
+	// DefaultGrowthFactor.
+	Factor float64
+	// Tightening multiplies each new layer's error rate (Growth.Tightening);
+	// 0 means DefaultTightening.
+	Tightening float64
+	// Shards is the number of independent sub-filters the keys are spread
+	// over (by hash), each in its own Redis Cluster hash slot; 0 means
+	// DefaultRedisBloomShards.
+	Shards int
+	// ChunkBytes caps the size of one Redis string: a layer's bit array
+	// larger than this is split over several keys. 0 means
+	// DefaultRedisBloomChunkBytes (64 MiB); at most 512 MiB.
+	ChunkBytes int64
+	// Policy is stored with the filter: the version of the normalize policy
+	// whose canonical keys it holds.
+	Policy string
+	// Force opens a filter stored under another Policy, replacing the stored
+	// policy with this one. It does not override any other parameter.
+	Force bool
+}
+
+func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
+	if o.InitialCapacity == 0 {
+		o.InitialCapacity = DefaultRedisBloomCapacity
+	}
+	if o.TargetFPP == 0 {
+		o.TargetFPP = DefaultRedisBloomFPP
+	}
+	if o.Factor == 0 {
+		o.Factor = DefaultGrowthFactor
+	}
+	if o.Tightening == 0 {
+		o.Tightening = DefaultTightening
+	}
+	if o.Shards == 0 {
+		o.Shards = DefaultRedisBloomShards
+	}
+	if o.ChunkBytes == 0 {
+		o.ChunkBytes = DefaultRedisBloomChunkBytes
+	}
+	return o
+}
+
+// RedisBloom is a scalable Bloom filter kept in Redis: a single server or a
+// Redis Cluster. Any number of processes may open the same filter by name and
+// use it at once; a RedisBloom is also safe for concurrent use by goroutines.
+//
+// # Growth
+//
+// The filter is a list of Bloom layers following Growth: layer i holds
+// InitialCapacity·Factor^i keys at error rate TargetFPP·(1−r)·r^i, so the
+// false-positive rate stays below TargetFPP however many layers are added. A
+// layer has m = OptimalBits(capacity, fpp) bits rounded up to a multiple of
+// 64 and k = OptimalHashes(capacity, m) hash functions; a key's bits in it are
+// Hash.BitIndex(0..k−1, m), Guava's layout. A key is present if any layer
+// holds all its bits. A new key is added to the newest layer only; when that
+// layer has admitted its capacity, the next new key opens a new layer.
+//
+// # Sharding and Redis layout
+//
+// The keys are spread by hash over Shards independent scalable filters, each
+// sized for InitialCapacity/Shards, so the whole grows like one filter. For a
+// filter named N, shard j keeps, all under the Cluster hash tag {N:j} (one
+// slot, so one script can touch them all):
+//
+//	{N:j}:state        hash: "layers" = layer count, "n<i>" = keys admitted
+//	                   into layer i
+//	{N:j}:bits:<i>:<c> string: chunk c of layer i's bit array, bits
+//	                   [c·8·ChunkBytes, (c+1)·8·ChunkBytes); bit b of the
+//	                   array is Redis bit (b mod 8·ChunkBytes) of its chunk
+//
+// and N:meta, a hash, holds the parameters (see OpenRedisBloom). A chunk is
+// allocated at its full size when its layer admits its first key.
+//
+// # Round trips
+//
+// TestAndAdd and Contains hash the batch in Go, compute every key's bit
+// positions in every layer of its shard (the 64-bit arithmetic of Guava's
+// layout is beyond Lua's doubles), and send one EVALSHA per shard that has
+// keys, all in one pipeline: one round trip on a single server, one per
+// master (in parallel) on a cluster. The script answers with one flag per
+// key. A shard that grew since the caller last looked (or grows during the
+// batch) answers "stale" for the keys it could not place, and those go again
+// with positions for the new layer: one more round trip per growth event,
+// that is O(log n) times in the filter's life per shard.
+//
+// # Atomicity
+//
+// Redis runs a script to completion before it runs any other command, so
+// each shard's part of a batch is a single atomic step: the script checks the
+// older layers, then sets the key's bits in the newest layer with BITFIELD
+// SET, which answers each bit's old value. The key is new exactly when it is
+// in no older layer and some of its newest-layer bits were 0. After the first
+// script that adds a key, all its bits are 1 in the newest layer (or it is in
+// an older one), so every later script — from any process — finds it present:
+// of two processes adding the same key at once exactly one is told "new"
+// (unless the key was a false positive before either added it; then none
+// is). Within a batch the keys are answered as if added in order, so a
+// repeated key is new at most once.
+//
+// A failed call (Redis down, a timeout) returns an error and an unknown
+// outcome: some shards' scripts may have run. Calling again is safe but may
+// report as present keys that the failed call added; callers that must not
+// lose a key should act on it before adding it or tolerate that window.
+// A lost script cache (restart, SCRIPT FLUSH) is reloaded transparently.
+type RedisBloom struct {
+	client redis.UniversalClient
+	shards redisShards
+	opts   RedisBloomOptions
+	growth Growth // one shard's schedule
+	layers []redisBloomLayer
+	chunk  uint64 // bits per chunk key
+	// seen is each shard's layer count as last answered by Redis; a guess,
+	// corrected by a "stale" answer.
+	seen   []atomic.Int32
+	closed atomic.Bool
+}
+
+// redisBloomLayer sizes layer i of one shard.
+type redisBloomLayer struct {
+	capacity int64
+	fpp      float64
+	bits     uint64 // m rounded up to a multiple of 64
+	k        int
+}
+
+// OpenRedisBloom opens the filter named name in Redis, creating it if it does
+// not exist. Its parameters (opts after defaults but Force, and the hash and
+// layout versions) are stored in the hash "<name>:meta", created atomically
+// by the first opener; opening an existing filter with any other parameter
+// fails with a *MismatchError naming the field, except a different Policy
+// with opts.Force, which replaces the stored policy. The name may not be
+// empty or hold '{' or '}'.
+//
+// client may be a *redis.Client or a *redis.ClusterClient; the filter does
+// not close it.
+func OpenRedisBloom(ctx context.Context, client redis.UniversalClient, name string, opts RedisBloomOptions) (*RedisBloom, error) {
+	opts = opts.withDefaults()
+	f, err := newRedisBloom(client, name, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dedup: open redis bloom %q: %w", name, err)
+	}
+	meta := redisMeta{key: f.shards.metaKey(), name: name, fields: f.metaFields()}
+	if _, err := meta.ensure(ctx, client, opts.Force); err != nil {
+		return nil, fmt.Errorf("dedup: open redis bloom %q: %w", name, err)
+	}
+	return f, nil
+}
+
+func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOptions) (*RedisBloom, error) {
+	shards, err := newRedisShards(name, opts.Shards)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ChunkBytes < 8 || opts.ChunkBytes > maxRedisChunkBytes {
+		return nil, fmt.Errorf("%w: chunk size %d bytes must be in [8, %d]", ErrInvalidParams, opts.ChunkBytes, maxRedisChunkBytes)
+	}
+	if opts.InitialCapacity < 0 {
+		return nil, fmt.Errorf("%w: initial capacity %d must be positive", ErrInvalidParams, opts.InitialCapacity)
+	}
+	g := Growth{
+		InitialCapacity: (opts.InitialCapacity + int64(opts.Shards) - 1) / int64(opts.Shards),
+		TargetFPP:       opts.TargetFPP,
+		Factor:          opts.Factor,
+		Tightening:      opts.Tightening,
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	f := &RedisBloom{
+		client: client,
+		shards: shards,
+		opts:   opts,
+		growth: g,
+		chunk:  uint64(opts.ChunkBytes) * 8,
+		seen:   make([]atomic.Int32, opts.Shards),
+	}
+	// Size every layer the schedule allows now; a filter never needs more
+	// than maxLayers, and the list ends early where sizes overflow.
+	for i := 0; i < maxLayers; i++ {
+		p, err := g.Layer(i)
+		if err != nil {
+			break
+		}
+		m, err := OptimalBits(p.Capacity, p.FPP)
+		if err != nil {
+			break
+		}
+		bits := uint64(wordsFor(max(m, 1))) * 64
+		if bits >= 1<<53 { // positions must be exact in Lua's doubles
+			break
+		}
+		f.layers = append(f.layers, redisBloomLayer{capacity: p.Capacity, fpp: p.FPP, bits: bits, k: OptimalHashes(p.Capacity, m)})
+	}
+	if len(f.layers) == 0 {
+		return nil, fmt.Errorf("%w: first layer of %d keys at rate %v cannot be sized", ErrInvalidParams, g.InitialCapacity, g.TargetFPP)
+	}
+	for j := range f.seen {
+		f.seen[j].Store(1)
+	}
+	return f, nil
+}
+
+// metaFields returns the stored parameters, in their stored order.
+func (f *RedisBloom) metaFields() []redisMetaField {
+	o := f.opts
+	return []redisMetaField{
+		{"kind", "bloom"},
+		{"layout", redisBloomLayout},
+		{"hash", redisBloomHash},
+		{"target_fpp", formatFloat(o.TargetFPP)},
+		{"initial_capacity", strconv.FormatInt(o.InitialCapacity, 10)},
+		{"growth_factor", formatFloat(o.Factor)},
+		{"tightening", formatFloat(o.Tightening)},
+		{"shards", strconv.Itoa(o.Shards)},
+		{"chunk_bytes", strconv.FormatInt(o.ChunkBytes, 10)},
+		{redisMetaPolicy, o.Policy},
+	}
+}
+
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// Script modes.
+const (
+	redisBloomAdd      = "a"
+	redisBloomContains = "c"
+)
+
+// maxRedisAttempts bounds the script runs one shard's part of a batch may
+// take: each "stale" answer either corrects the cached layer count or adds a
+// layer, and a filter has at most maxLayers layers.
+const maxRedisAttempts = 2*maxLayers + 4
+
+// TestAndAdd adds keys and reports, per key, whether it was new (in no layer
+// before this call). Within the batch the keys are answered as if added one
+// by one, so a repeated key is new at most once. It takes one round trip per
+// Redis master in the common case (see RedisBloom). It is safe for concurrent
+// use, also with other processes using the same filter.
+func (f *RedisBloom) TestAndAdd(ctx context.Context, keys [][]byte) ([]bool, error) {
+	out, err := f.run(ctx, keys, redisBloomAdd)
+	if err != nil {
+		return nil, fmt.Errorf("dedup: redis bloom %q: test-and-add: %w", f.shards.name, err)
+	}
+	return out, nil
+}
+
+// Contains reports, per key, whether the filter holds it (or a false
+// positive of it). It writes nothing. It is safe for concurrent use.
+func (f *RedisBloom) Contains(ctx context.Context, keys [][]byte) ([]bool, error) {
+	out, err := f.run(ctx, keys, redisBloomContains)
+	if err != nil {
+		return nil, fmt.Errorf("dedup: redis bloom %q: contains: %w", f.shards.name, err)
+	}
+	return out, nil
+}
+
+// redisShardWork is the part of a batch that falls in one shard: the indices
+// of its keys in the batch, in batch order.
+type redisShardWork struct {
+	shard int
+	idx   []int
+}
+
+func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]bool, error) {
+	if f.closed.Load() {
+		return nil, ErrClosed
+	}
+	out := make([]bool, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	hashes := make([]Hash, len(keys))
+	for i, k := range keys {
+		hashes[i] = HashKey(k)
+	}
+	var todo []redisShardWork
+	for j, idx := range f.shards.group(hashes, nil) {
+		if len(idx) > 0 {
+			todo = append(todo, redisShardWork{shard: j, idx: idx})
+		}
+	}
+	for attempt := 0; len(todo) > 0; attempt++ {
+		if attempt == maxRedisAttempts {
+			return nil, fmt.Errorf("shard %d still stale after %d attempts", todo[0].shard, attempt)
+		}
+		calls := make([]redisCall, len(todo))
+		for t, w := range todo {
+			call, err := f.call(w.shard, int(f.seen[w.shard].Load()), mode, hashes, w.idx)
+			if err != nil {
+				return nil, err
+			}
+			calls[t] = call
+		}
+		replies, err := redisBloomScript.run(ctx, f.client, calls)
+		if err != nil {
+			return nil, err
+		}
+		next := todo[:0]
+		for t, w := range todo {
+			r, err := parseRedisBloomReply(replies[t], len(w.idx))
+			if err != nil {
+				return nil, fmt.Errorf("shard %d: %w", w.shard, err)
+			}
+			for x := 0; x < r.done; x++ {
+				out[w.idx[x]] = r.flags[x] == '1'
+			}
+			f.seen[w.shard].Store(int32(r.layers))
+			if r.stale {
+				next = append(next, redisShardWork{shard: w.shard, idx: w.idx[r.done:]})
+			}
+		}
+		todo = next
+	}
+	return out, nil
+}
+
+// call builds the script call for the keys idx of shard j, which has (the
+// caller believes) L layers.
+func (f *RedisBloom) call(j, L int, mode string, hashes []Hash, idx []int) (redisCall, error) {
+	if L < 1 || L > len(f.layers) {
+		return redisCall{}, fmt.Errorf("shard %d has %d layers, more than the %d its schedule can size", j, L, len(f.layers))
+	}
+	keys := make([]string, 1, 1+L)
+	keys[0] = f.shards.key(j, "state")
+	sumK := 0
+	for i := 0; i < L; i++ {
+		sumK += f.layers[i].k
+	}
+	args := make([]any, 0, 4+3*L+len(idx)*sumK)
+	args = append(args, mode, L, len(idx), f.chunk)
+	for i, l := range f.layers[:L] {
+		for c := uint64(0); c*f.chunk < l.bits; c++ {
+			keys = append(keys, f.shards.key(j, "bits:"+strconv.Itoa(i)+":"+strconv.FormatUint(c, 10)))
+		}
+		args = append(args, l.k, l.capacity, l.bits)
+	}
+	for _, l := range f.layers[:L] {
+		for _, q := range idx {
+			h := hashes[q]
+			for t := 0; t < l.k; t++ {
+				args = append(args, h.BitIndex(t, l.bits))
+			}
+		}
+	}
+	return redisCall{keys: keys, args: args}, nil
+}
+
+// redisBloomReply is the script's answer for one shard.
+type redisBloomReply struct {
+	stale  bool
+	layers int
+	done   int
+	flags  string
+}
+
+func parseRedisBloomReply(v any, n int) (redisBloomReply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 4 {
+		return redisBloomReply{}, fmt.Errorf("unexpected script reply %v", v)
+	}
+	status, ok1 := a[0].(int64)
+	layers, ok2 := a[1].(int64)
+	done, ok3 := a[2].(int64)
+	flags, ok4 := a[3].(string)
+	if !ok1 || !ok2 || !ok3 || !ok4 || done < 0 || done > int64(n) || len(flags) != int(done) || layers < 1 || layers > maxLayers {
+		return redisBloomReply{}, fmt.Errorf("unexpected script reply %v", v)
+	}
+	return redisBloomReply{stale: status != 0, layers: int(layers), done: int(done), flags: flags}, nil
+}
+
+// Stats reports the filter's items, layers (each summed over the shards that
+// have it), memory and estimated false-positive rate. It reads every shard's
+// state and counts every chunk's bits (BITCOUNT): two pipelined round trips
+// and O(memory) work in Redis, meant for monitoring, not the hot path.
+//
+// MemoryBytes is the length of the bit arrays in Redis (Redis adds a few
+// dozen bytes per key). NextLayerCapacity sums, over the shards, the
+// capacity of the layer each would add next. It is safe for concurrent use.
+func (f *RedisBloom) Stats(ctx context.Context) (Stats, error) {
+	if f.closed.Load() {
+		return Stats{}, ErrClosed
+	}
+	wrap := func(err error) error { return fmt.Errorf("dedup: redis bloom %q: stats: %w", f.shards.name, err) }
+	pipe := f.client.Pipeline()
+	states := make([]*redis.MapStringStringCmd, f.opts.Shards)
+	for j := range states {
+		states[j] = pipe.HGetAll(ctx, f.shards.key(j, "state"))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, wrap(err)
+	}
+	type shardLayer struct {
+		items        int64
+		ones, length []*redis.IntCmd
+	}
+	perShard := make([][]shardLayer, f.opts.Shards)
+	pipe = f.client.Pipeline()
+	for j, st := range states {
+		m := st.Val()
+		L := 0
+		if s, ok := m["layers"]; ok {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > len(f.layers) {
+				return Stats{}, wrap(fmt.Errorf("shard %d: bad layer count %q", j, s))
+			}
+			L = n
+		}
+		for i := 0; i < L; i++ {
+			var sl shardLayer
+			if s, ok := m["n"+strconv.Itoa(i)]; ok {
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil || n < 0 {
+					return Stats{}, wrap(fmt.Errorf("shard %d: bad item count %q for layer %d", j, s, i))
+				}
+				sl.items = n
+			}
+			for c := uint64(0); c*f.chunk < f.layers[i].bits; c++ {
+				key := f.shards.key(j, "bits:"+strconv.Itoa(i)+":"+strconv.FormatUint(c, 10))
+				sl.ones = append(sl.ones, pipe.BitCount(ctx, key, nil))
+				sl.length = append(sl.length, pipe.StrLen(ctx, key))
+			}
+			perShard[j] = append(perShard[j], sl)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, wrap(err)
+	}
+	s := Stats{Kind: "bloom", TargetFPP: f.opts.TargetFPP}
+	var ones []uint64
+	var shardFPP float64 // Σ over shards of each shard's estimated rate
+	for _, layers := range perShard {
+		pass := 1.0 // probability a never-added key passes every layer of the shard
+		for i, sl := range layers {
+			l := f.layers[i]
+			if i == len(s.Layers) {
+				s.Layers = append(s.Layers, LayerStats{Hashes: l.k, FPP: l.fpp})
+				ones = append(ones, 0)
+			}
+			var set uint64
+			for c := range sl.ones {
+				set += uint64(sl.ones[c].Val())
+				s.MemoryBytes += uint64(sl.length[c].Val())
+			}
+			ls := &s.Layers[i]
+			ls.Capacity += uint64(l.capacity)
+			ls.Items += uint64(sl.items)
+			ls.Bits += l.bits
+			ones[i] += set
+			p := math.Pow(float64(set)/float64(l.bits), float64(l.k))
+			ls.EstimatedFPP += p // a sum over shards for now
+			pass *= 1 - p
+			s.Items += uint64(sl.items)
+		}
+		shardFPP += 1 - pass
+		if next := len(layers); next < len(f.layers) {
+			s.NextLayerCapacity += uint64(f.layers[next].capacity)
+		}
+	}
+	for i := range s.Layers {
+		ls := &s.Layers[i]
+		ls.Fill = float64(ones[i]) / float64(ls.Bits)
+		ls.EstimatedFPP /= float64(ls.Bits / f.layers[i].bits) // mean over the shards with layer i
+	}
+	// A key falls in each shard with equal probability.
+	s.EstimatedFPP = shardFPP / float64(f.opts.Shards)
+	if s.Items > 0 {
+		s.BytesPerItem = float64(s.MemoryBytes) / float64(s.Items)
+	}
+	return s, nil
+}
+
+// Close marks the filter closed: later calls return ErrClosed. It does not
+// close the Redis client, which the caller owns, and leaves the filter in
+// Redis. It is idempotent and safe for concurrent use.
+func (f *RedisBloom) Close() error {
+	f.closed.Store(true)
+	return nil
+}

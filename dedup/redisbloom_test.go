@@ -1,0 +1,672 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sievecrawl/sieve/redistest"
+)
+
+// urlKeys returns n URL-like keys "https://<set>.example/<i>/page" from i =
+// from on; different sets never share a key.
+func urlKeys(set string, from, n int) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = []byte(fmt.Sprintf("https://%s.example/%d/page", set, from+i))
+	}
+	return keys
+}
+
+func openRedisBloom(tb testing.TB, c redis.UniversalClient, name string, opts RedisBloomOptions) *RedisBloom {
+	tb.Helper()
+	f, err := OpenRedisBloom(context.Background(), c, name, opts)
+	if err != nil {
+		tb.Fatalf("OpenRedisBloom(%q): %v", name, err)
+	}
+	tb.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// addAll adds keys in batches of size batch and returns how many were new.
+func addAll(tb testing.TB, f *RedisBloom, keys [][]byte, batch int) int {
+	tb.Helper()
+	news := 0
+	for i := 0; i < len(keys); i += batch {
+		got, err := f.TestAndAdd(context.Background(), keys[i:min(i+batch, len(keys))])
+		if err != nil {
+			tb.Fatalf("TestAndAdd: %v", err)
+		}
+		for _, g := range got {
+			if g {
+				news++
+			}
+		}
+	}
+	return news
+}
+
+// countPresent returns how many of keys the filter reports present.
+func countPresent(tb testing.TB, f *RedisBloom, keys [][]byte, batch int) int {
+	tb.Helper()
+	n := 0
+	for i := 0; i < len(keys); i += batch {
+		got, err := f.Contains(context.Background(), keys[i:min(i+batch, len(keys))])
+		if err != nil {
+			tb.Fatalf("Contains: %v", err)
+		}
+		for _, g := range got {
+			if g {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// fppUpperBound is the 4-sigma binomial upper bound on the number of false
+// positives among n probes at rate p: the test fails by chance with
+// probability about 3e-5.
+func fppUpperBound(n int, p float64) int {
+	return int(math.Ceil(float64(n)*p + 4*math.Sqrt(float64(n)*p*(1-p))))
+}
+
+func TestRedisBloomSemantics(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	f := openRedisBloom(t, c, "sem", RedisBloomOptions{InitialCapacity: 1000, Shards: 4})
+	a, b, d := []byte("https://a.example/"), []byte("https://b.example/"), []byte("https://d.example/")
+
+	cases := []struct {
+		name string
+		op   string // "add" or "has"
+		keys [][]byte
+		want []bool
+	}{
+		{"empty filter holds nothing", "has", [][]byte{a, b}, []bool{false, false}},
+		{"new keys are new; a repeat in the batch is not", "add", [][]byte{a, b, a}, []bool{true, true, false}},
+		{"added keys are present", "has", [][]byte{a, b, d}, []bool{true, true, false}},
+		{"added keys are not new again", "add", [][]byte{b, d, a, d}, []bool{false, true, false, false}},
+		{"empty batch", "add", nil, []bool{}},
+		{"empty key is a key", "add", [][]byte{{}, {}}, []bool{true, false}},
+	}
+	for _, tc := range cases {
+		var got []bool
+		var err error
+		if tc.op == "add" {
+			got, err = f.TestAndAdd(ctx, tc.keys)
+		} else {
+			got, err = f.Contains(ctx, tc.keys)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %s(%q) = %v, want %v", tc.name, tc.op, tc.keys, got, tc.want)
+		}
+	}
+	st, err := f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Items != 4 || st.Kind != "bloom" || len(st.Layers) != 1 {
+		t.Errorf("Stats = %+v, want 4 items in 1 layer", st)
+	}
+}
+
+// TestRedisBloomGrowthKeepsFPP fills a filter of initial capacity 2,000 to
+// 100 times that and measures the false-positive rate on keys never added at
+// 1x, 10x and 100x. The bound is the target (1%) plus 4 binomial sigmas.
+func TestRedisBloomGrowthKeepsFPP(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	const capacity, target, probes = 2000, 0.01, 20000
+	f := openRedisBloom(t, c, "grow", RedisBloomOptions{InitialCapacity: capacity, TargetFPP: target})
+	added := 0
+	for _, mult := range []int{1, 10, 100} {
+		keys := urlKeys("in", added, mult*capacity-added)
+		news := addAll(t, f, keys, 1000)
+		added = mult * capacity
+		// A key added once is new unless it was a false positive: at most
+		// the target rate of them, within the margin.
+		if fp, limit := len(keys)-news, fppUpperBound(len(keys), target); fp > limit {
+			t.Errorf("at %dx: %d of %d fresh keys reported not new, want ≤ %d", mult, fp, len(keys), limit)
+		}
+		if got := countPresent(t, f, urlKeys("in", 0, added), 1000); got != added {
+			t.Errorf("at %dx: %d of %d added keys present, want all", mult, got, added)
+		}
+		fp := countPresent(t, f, urlKeys("out", mult*probes, probes), 1000)
+		limit := fppUpperBound(probes, target)
+		st, err := f.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("at %3dx: FPP %.4f (%d/%d, limit %d), estimated %.4f, %d layers, %.2f bytes/key",
+			mult, float64(fp)/probes, fp, probes, limit, st.EstimatedFPP, len(st.Layers), st.BytesPerItem)
+		if fp > limit {
+			t.Errorf("at %dx: %d false positives in %d probes, want ≤ %d (target %v)", mult, fp, probes, limit, target)
+		}
+		if st.EstimatedFPP >= target {
+			t.Errorf("at %dx: estimated FPP %v ≥ target %v", mult, st.EstimatedFPP, target)
+		}
+		var items uint64
+		for i, l := range st.Layers {
+			items += l.Items
+			if l.Items > l.Capacity {
+				t.Errorf("at %dx: layer %d holds %d items over its capacity %d", mult, i, l.Items, l.Capacity)
+			}
+		}
+		if items != st.Items || st.Items > uint64(added) || st.Items < uint64(added)-uint64(fppUpperBound(added, target)) {
+			t.Errorf("at %dx: stats count %d items (layers %d) after %d distinct keys", mult, st.Items, items, added)
+		}
+	}
+}
+
+// raceAdders runs clients RedisBloom instances, each on its own connection,
+// that all add every key of keys, each in its own random order and batch
+// size, at the same time. It returns how many clients were told each key was
+// new.
+func raceAdders(t *testing.T, open func(i int) *RedisBloom, clients int, keys [][]byte) map[string]int {
+	t.Helper()
+	news := make([][]bool, clients)
+	orders := make([][]int, clients)
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	filters := make([]*RedisBloom, clients)
+	for i := range filters {
+		filters[i] = open(i)
+	}
+	start := make(chan struct{})
+	for i := 0; i < clients; i++ {
+		rng := rand.New(rand.NewSource(int64(i)))
+		orders[i] = rng.Perm(len(keys))
+		news[i] = make([]bool, len(keys))
+		batch := []int{1, 7, 100, 500}[i%4]
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			for at := 0; at < len(keys); at += batch {
+				idx := orders[i][at:min(at+batch, len(keys))]
+				b := make([][]byte, len(idx))
+				for x, q := range idx {
+					b[x] = keys[q]
+				}
+				got, err := filters[i].TestAndAdd(context.Background(), b)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for x, q := range idx {
+					news[i][q] = got[x]
+				}
+			}
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent TestAndAdd: %v", err)
+	}
+	count := make(map[string]int, len(keys))
+	for q, k := range keys {
+		for i := 0; i < clients; i++ {
+			if news[i][q] {
+				count[string(k)]++
+			}
+		}
+	}
+	return count
+}
+
+// TestRedisBloomRacingAddersOneNew has four processes' worth of clients add
+// the same 8,000 keys at once. Each key must be reported new to exactly one
+// of them, except keys the filter already (falsely) held before the race,
+// found with Contains first. The filter is sized so that the race itself
+// cannot make a key a false positive except with probability below 1e-5
+// (each shard's layer is 9% full at the end: 0.09^9 per key).
+func TestRedisBloomRacingAddersOneNew(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	opts := RedisBloomOptions{InitialCapacity: 100_000, TargetFPP: 0.01}
+	pre := openRedisBloom(t, srv.Client(), "race", opts)
+	addAll(t, pre, urlKeys("pre", 0, 5000), 1000)
+	keys := urlKeys("race", 0, 8000)
+	before, err := pre.Contains(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := raceAdders(t, func(int) *RedisBloom { return openRedisBloom(t, srv.Client(), "race", opts) }, 4, keys)
+	wasFP := 0
+	for q, k := range keys {
+		want := 1
+		if before[q] {
+			want, wasFP = 0, wasFP+1
+		}
+		if got := count[string(k)]; got != want {
+			t.Errorf("key %q reported new to %d clients, want %d (false positive before: %v)", k, got, want, before[q])
+		}
+	}
+	t.Logf("%d keys, %d false positives before the race", len(keys), wasFP)
+}
+
+// TestRedisBloomRacingAddersWhileGrowing races four clients through a filter
+// that grows 16-fold meanwhile, so their cached layer counts go stale. No key
+// may be new to two clients; keys new to none are false positives, within
+// the target rate's 4-sigma bound; the filter's item count is the number of
+// "new" answers, and every key is present afterwards.
+func TestRedisBloomRacingAddersWhileGrowing(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	opts := RedisBloomOptions{InitialCapacity: 500, TargetFPP: 0.01, Shards: 4}
+	keys := urlKeys("grow", 0, 8000)
+	count := raceAdders(t, func(int) *RedisBloom { return openRedisBloom(t, srv.Client(), "racegrow", opts) }, 4, keys)
+	total, none := 0, 0
+	for _, k := range keys {
+		switch n := count[string(k)]; n {
+		case 0:
+			none++
+		case 1:
+			total++
+		default:
+			t.Errorf("key %q reported new to %d clients", k, n)
+		}
+	}
+	if limit := fppUpperBound(len(keys), opts.TargetFPP); none > limit {
+		t.Errorf("%d keys new to no client, want ≤ %d", none, limit)
+	}
+	f := openRedisBloom(t, srv.Client(), "racegrow", opts)
+	st, err := f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Items != uint64(total) {
+		t.Errorf("Stats.Items = %d, want %d (the new answers)", st.Items, total)
+	}
+	if len(st.Layers) < 4 {
+		t.Errorf("filter has %d layers after 16x its capacity, want ≥ 4", len(st.Layers))
+	}
+	if got := countPresent(t, f, keys, 1000); got != len(keys) {
+		t.Errorf("%d of %d keys present after the race", got, len(keys))
+	}
+}
+
+// TestRedisBloomCluster runs the filter on a three-master Redis Cluster:
+// shards spread over the masters, growth, batch answers and Stats.
+func TestRedisBloomCluster(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartCluster(t, 3)
+	opts := RedisBloomOptions{InitialCapacity: 1000, TargetFPP: 0.01}
+	f := openRedisBloom(t, cl.Client(), "cl", opts)
+	keys := urlKeys("cl", 0, 10_000)
+	news := addAll(t, f, keys, 500)
+	if limit := fppUpperBound(len(keys), opts.TargetFPP); len(keys)-news > limit {
+		t.Errorf("%d of %d fresh keys not new, want ≤ %d", len(keys)-news, len(keys), limit)
+	}
+	if got := countPresent(t, f, keys, 500); got != len(keys) {
+		t.Errorf("%d of %d added keys present", got, len(keys))
+	}
+	again, err := f.TestAndAdd(ctx, keys[:1000])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range again {
+		if g {
+			t.Errorf("key %q new twice", keys[i])
+		}
+	}
+	probes := 10_000
+	if fp, limit := countPresent(t, f, urlKeys("absent", 0, probes), 1000), fppUpperBound(probes, opts.TargetFPP); fp > limit {
+		t.Errorf("%d false positives in %d probes, want ≤ %d", fp, probes, limit)
+	}
+	st, err := f.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Items != uint64(news) || len(st.Layers) < 3 {
+		t.Errorf("Stats: %d items in %d layers, want %d items in ≥ 3 layers", st.Items, len(st.Layers), news)
+	}
+	// Every master holds some shards.
+	for _, s := range cl.Servers {
+		n, err := s.Client().DBSize(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Errorf("master %s holds none of the filter's keys", s.Addr)
+		}
+	}
+	// Racing adders on the cluster too.
+	race := urlKeys("clrace", 0, 2000)
+	count := raceAdders(t, func(int) *RedisBloom { return openRedisBloom(t, cl.Client(), "cl", opts) }, 3, race)
+	for _, k := range race {
+		if count[string(k)] > 1 {
+			t.Errorf("key %q new to %d clients", k, count[string(k)])
+		}
+	}
+}
+
+// TestRedisBloomReopenMismatch reopens a filter with each stored parameter
+// changed: each must fail with a *MismatchError naming the field, except a
+// new Policy with Force, which is adopted.
+func TestRedisBloomReopenMismatch(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	base := RedisBloomOptions{InitialCapacity: 1000, TargetFPP: 0.01, Shards: 4, Policy: "v1"}
+	openRedisBloom(t, c, "mm", base)
+	cases := []struct {
+		name  string
+		edit  func(o *RedisBloomOptions)
+		field string // "" = opens
+	}{
+		{"same parameters", func(o *RedisBloomOptions) {}, ""},
+		{"defaults spelled out", func(o *RedisBloomOptions) { o.Factor, o.Tightening, o.ChunkBytes = 2, 0.8, 64 << 20 }, ""},
+		{"other target FPP", func(o *RedisBloomOptions) { o.TargetFPP = 0.001 }, "target_fpp"},
+		{"other capacity", func(o *RedisBloomOptions) { o.InitialCapacity = 2000 }, "initial_capacity"},
+		{"other growth factor", func(o *RedisBloomOptions) { o.Factor = 4 }, "growth_factor"},
+		{"other tightening", func(o *RedisBloomOptions) { o.Tightening = 0.5 }, "tightening"},
+		{"other shard count", func(o *RedisBloomOptions) { o.Shards = 8 }, "shards"},
+		{"other chunk size", func(o *RedisBloomOptions) { o.ChunkBytes = 1 << 20 }, "chunk_bytes"},
+		{"other policy", func(o *RedisBloomOptions) { o.Policy = "v2" }, "policy"},
+		{"force does not cover other parameters", func(o *RedisBloomOptions) { o.Policy, o.Force, o.Shards = "v2", true, 8 }, "shards"},
+		{"other policy, forced", func(o *RedisBloomOptions) { o.Policy, o.Force = "v2", true }, ""},
+		{"the forced policy is now stored", func(o *RedisBloomOptions) { o.Policy = "v2" }, ""},
+		{"and the old one is refused", func(o *RedisBloomOptions) {}, "policy"},
+	}
+	for _, tc := range cases {
+		o := base
+		tc.edit(&o)
+		f, err := OpenRedisBloom(ctx, c, "mm", o)
+		var me *MismatchError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: OpenRedisBloom: %v, want success", tc.name, err)
+		case tc.field == "":
+			f.Close()
+		case !errors.As(err, &me) || !errors.Is(err, ErrMismatch):
+			t.Errorf("%s: OpenRedisBloom error = %v, want a *MismatchError", tc.name, err)
+		case me.Field != tc.field || me.Name != "mm":
+			t.Errorf("%s: mismatch on %q of %q, want %q", tc.name, me.Field, me.Name, tc.field)
+		}
+	}
+	// Another kind of filter under the same name.
+	if err := c.HSet(ctx, "other:meta", "kind", "cuckoo").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var me *MismatchError
+	if _, err := OpenRedisBloom(ctx, c, "other", base); !errors.As(err, &me) || me.Field != "kind" {
+		t.Errorf("opening a cuckoo filter's name: %v, want a mismatch on kind", err)
+	}
+}
+
+func TestRedisBloomInvalidOptions(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	cases := []struct {
+		name string
+		fn   string
+		opts RedisBloomOptions
+	}{
+		{"empty name", "", RedisBloomOptions{}},
+		{"name with a brace breaks hash tags", "a{b", RedisBloomOptions{}},
+		{"negative shards", "x", RedisBloomOptions{Shards: -1}},
+		{"too many shards", "x", RedisBloomOptions{Shards: 20000}},
+		{"FPP of 1", "x", RedisBloomOptions{TargetFPP: 1}},
+		{"negative capacity", "x", RedisBloomOptions{InitialCapacity: -5}},
+		{"shrinking growth", "x", RedisBloomOptions{Factor: 0.5}},
+		{"tightening of 1", "x", RedisBloomOptions{Tightening: 1}},
+		{"tiny chunks", "x", RedisBloomOptions{ChunkBytes: 4}},
+		{"chunks past Redis's string limit", "x", RedisBloomOptions{ChunkBytes: 1 << 30}},
+	}
+	for _, tc := range cases {
+		if _, err := OpenRedisBloom(ctx, c, tc.fn, tc.opts); !errors.Is(err, ErrInvalidParams) {
+			t.Errorf("%s: OpenRedisBloom(%q, %+v) = %v, want ErrInvalidParams", tc.name, tc.fn, tc.opts, err)
+		}
+	}
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("invalid opens wrote %d keys (%v), want none", n, err)
+	}
+}
+
+// TestRedisBloomLayoutPinned pins the Redis layout, a storage format: key
+// names, the metadata and state fields, the shard of a key and the bits it
+// sets. If this test fails, filters already in Redis no longer read right:
+// bump redisBloomLayout instead of editing the expectations.
+func TestRedisBloomLayoutPinned(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	f := openRedisBloom(t, c, "pin", RedisBloomOptions{InitialCapacity: 1600, TargetFPP: 0.01, Shards: 4, ChunkBytes: 1 << 20, Policy: "p1"})
+	key := []byte("https://example.com/")
+	if _, err := f.TestAndAdd(ctx, [][]byte{key}); err != nil {
+		t.Fatal(err)
+	}
+	names, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	if want := []string{"pin:meta", "{pin:3}:bits:0:0", "{pin:3}:state"}; fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Errorf("keys = %q, want %q", names, want)
+	}
+	meta := c.HGetAll(ctx, "pin:meta").Val()
+	wantMeta := map[string]string{
+		"kind": "bloom", "layout": "1", "hash": "murmur3_x64_128/guava_mitz64",
+		"target_fpp": "0.01", "initial_capacity": "1600", "growth_factor": "2", "tightening": "0.8",
+		"shards": "4", "chunk_bytes": "1048576", "policy": "p1",
+	}
+	if fmt.Sprint(meta) != fmt.Sprint(wantMeta) {
+		t.Errorf("metadata = %v, want %v", meta, wantMeta)
+	}
+	if st := c.HGetAll(ctx, "{pin:3}:state").Val(); fmt.Sprint(st) != fmt.Sprint(map[string]string{"layers": "1", "n0": "1"}) {
+		t.Errorf("state = %v, want layers 1, n0 1", st)
+	}
+	// Layer 0 of a shard: 400 keys at 0.01·0.2 → m = 5173 bits, 5184 in
+	// words, k = 9; the bits are Guava's (H1 + i·H2 & MaxInt64) mod 5184.
+	bits := c.Get(ctx, "{pin:3}:bits:0:0").Val()
+	if len(bits) != 5184/8 {
+		t.Fatalf("layer 0 is %d bytes, want %d", len(bits), 5184/8)
+	}
+	var set []int
+	for i := 0; i < 8*len(bits); i++ {
+		if bits[i/8]&(0x80>>(i%8)) != 0 { // Redis numbers bits from the most significant
+			set = append(set, i)
+		}
+	}
+	if want := "[458 598 784 924 2957 3143 3283 3423 3609]"; fmt.Sprint(set) != want {
+		t.Errorf("bits set = %v, want %s", set, want)
+	}
+}
+
+// TestRedisBloomSurvivesRestart adds keys to a Redis with the append-only
+// file on, kills the server as a crash would, starts it again and finds
+// every key still present and not new.
+func TestRedisBloomSurvivesRestart(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{AOF: true})
+	c := srv.Client()
+	opts := RedisBloomOptions{InitialCapacity: 1000, Shards: 4}
+	f := openRedisBloom(t, c, "aof", opts)
+	keys := urlKeys("aof", 0, 5000) // grows to 3 layers
+	addAll(t, f, keys, 250)
+	srv.Kill()
+	srv.StartAgain()
+	f2 := openRedisBloom(t, c, "aof", opts) // the metadata survived too
+	if got := countPresent(t, f2, keys, 1000); got != len(keys) {
+		t.Errorf("%d of %d keys present after the restart", got, len(keys))
+	}
+	if news := addAll(t, f, keys, 1000); news != 0 {
+		t.Errorf("%d keys new again after the restart", news)
+	}
+}
+
+// TestRedisBloomRecoversFromOutage kills Redis under a filter: calls fail
+// with an error naming the filter, nothing panics, and once Redis is back
+// the same filter works again on its own.
+func TestRedisBloomRecoversFromOutage(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{AOF: true})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	f := openRedisBloom(t, c, "down", RedisBloomOptions{InitialCapacity: 1000, Shards: 4})
+	keys := urlKeys("down", 0, 100)
+	addAll(t, f, keys, 100)
+
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for name, call := range map[string]func(context.Context, [][]byte) ([]bool, error){"TestAndAdd": f.TestAndAdd, "Contains": f.Contains} {
+		got, err := call(ctx, keys)
+		if err == nil || got != nil {
+			t.Fatalf("%s with Redis down = %v, %v; want an error", name, got, err)
+		}
+		if !strings.Contains(err.Error(), `redis bloom "down"`) {
+			t.Errorf("%s error %q does not name the filter", name, err)
+		}
+	}
+	if _, err := f.Stats(ctx); err == nil {
+		t.Errorf("Stats with Redis down: no error")
+	}
+
+	srv.StartAgain()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		got, err := f.TestAndAdd(ctx, keys)
+		cancel()
+		if err == nil {
+			for i, g := range got {
+				if g {
+					t.Errorf("key %q new after the outage", keys[i])
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("filter still failing 10s after Redis came back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRedisBloomScriptFlush empties Redis's script cache under a filter, as
+// SCRIPT FLUSH or a restart without the script would: the filter reloads its
+// script and the caller sees nothing.
+func TestRedisBloomScriptFlush(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	f := openRedisBloom(t, c, "flush", RedisBloomOptions{InitialCapacity: 1000, Shards: 4})
+	keys := urlKeys("flush", 0, 200)
+	addAll(t, f, keys[:100], 100)
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.TestAndAdd(ctx, keys)
+	if err != nil {
+		t.Fatalf("TestAndAdd after SCRIPT FLUSH: %v", err)
+	}
+	news := 0
+	for _, g := range got {
+		if g {
+			news++
+		}
+	}
+	if news < 95 || news > 100 {
+		t.Errorf("%d of 100 fresh keys new after SCRIPT FLUSH", news)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countPresent(t, f, keys, 200); n != 200 {
+		t.Errorf("Contains after SCRIPT FLUSH: %d of 200 present", n)
+	}
+	// The NOSCRIPT path really ran.
+	if stats := c.Info(ctx, "commandstats").Val(); !strings.Contains(stats, "cmdstat_eval:") {
+		t.Errorf("no EVAL after SCRIPT FLUSH in commandstats:\n%s", stats)
+	}
+}
+
+func TestRedisBloomCanceledAndClosed(t *testing.T) {
+	c := redistest.Start(t, redistest.Options{}).Client()
+	f := openRedisBloom(t, c, "cc", RedisBloomOptions{InitialCapacity: 1000})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.TestAndAdd(ctx, urlKeys("cc", 0, 10)); !errors.Is(err, context.Canceled) {
+		t.Errorf("TestAndAdd with a canceled context = %v, want context.Canceled", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+	bg := context.Background()
+	if _, err := f.TestAndAdd(bg, urlKeys("cc", 0, 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("TestAndAdd after Close = %v, want ErrClosed", err)
+	}
+	if _, err := f.Contains(bg, urlKeys("cc", 0, 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Contains after Close = %v, want ErrClosed", err)
+	}
+	if _, err := f.Stats(bg); !errors.Is(err, ErrClosed) {
+		t.Errorf("Stats after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestRedisBloomChunks runs the same stream through a filter whose layers
+// fit one Redis string and one whose layers are cut into 64-byte chunks: the
+// answers must be the same and the chunks, concatenated, the same bits.
+func TestRedisBloomChunks(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	opts := RedisBloomOptions{InitialCapacity: 800, Shards: 2}
+	whole := openRedisBloom(t, c, "whole", opts)
+	opts.ChunkBytes = 64
+	cut := openRedisBloom(t, c, "cut", opts)
+	rng := rand.New(rand.NewSource(7))
+	for round := 0; round < 40; round++ {
+		keys := make([][]byte, 250)
+		for i := range keys { // repeats within and across batches
+			keys[i] = []byte(fmt.Sprintf("https://chunk.example/%d", rng.Intn(6000)))
+		}
+		a, err := whole.TestAndAdd(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := cut.TestAndAdd(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("round %d: chunked filter answered %v, whole %v", round, b, a)
+		}
+	}
+	st, err := cut.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Layers) < 3 {
+		t.Errorf("only %d layers; the test should grow the filter", len(st.Layers))
+	}
+	for j := 0; j < 2; j++ {
+		for i := range st.Layers {
+			want := c.Get(ctx, fmt.Sprintf("{whole:%d}:bits:%d:0", j, i)).Val()
+			var got strings.Builder
+			for ch := 0; ch*64 < len(want); ch++ {
+				part := c.Get(ctx, fmt.Sprintf("{cut:%d}:bits:%d:%d", j, i, ch)).Val()
+				if len(part) > 64 {
+					t.Errorf("chunk %d of layer %d is %d bytes, over 64", ch, i, len(part))
+				}
+				got.WriteString(part)
+			}
+			if got.String() != want {
+				t.Errorf("shard %d layer %d: chunks differ from the whole layer", j, i)
+			}
+		}
+	}
+}
