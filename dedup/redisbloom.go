@@ -3,7 +3,6 @@ package dedup
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -29,9 +28,6 @@ const redisBloomLayout = "1"
 
 // redisBloomHash names the hash and bit layout, stored in the metadata.
 const redisBloomHash = "murmur3_x64_128/guava_mitz64"
-
-// ErrClosed is returned by a filter's methods after Close.
-var ErrClosed = errors.New("dedup: filter closed")
 
 //go:embed redisbloom.lua
 var redisBloomLua string
