@@ -6,6 +6,7 @@ const (
 	classPath                   // unreserved / sub-delims / ":" / "@" (pchar, §3.3)
 	classQuery                  // pchar / "/" / "?" (§3.4)
 	classHost                   // what Sieve keeps in a domain name: a-z 0-9 "-" "_" "."
+	classClean                  // what clean looks at: controls, space, '\', '?', '#'
 )
 
 var classes = func() (t [256]uint8) {
@@ -23,6 +24,10 @@ var classes = func() (t [256]uint8) {
 	set("!$&'()*+,;=:@", classPath|classQuery) // sub-delims, ":" and "@"
 	set("/?", classQuery)
 	set(lower+digit+"-_.", classHost)
+	for c := 0; c <= ' '; c++ {
+		t[c] |= classClean
+	}
+	set("\x7f\\?#", classClean)
 	return t
 }()
 
@@ -53,12 +58,14 @@ func unhex(c byte) (byte, bool) {
 // The result contains only class characters and uppercase triplets of
 // non-unreserved bytes, so appendEscaped is idempotent.
 func appendEscaped(dst []byte, s string, class uint8) []byte {
+	run := 0 // start of the pending run of bytes copied as they are
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if classes[c]&class != 0 {
-			dst = append(dst, c)
 			continue
 		}
+		dst = append(dst, s[run:i]...)
+		run = i + 1
 		if c == '%' {
 			if i+2 < len(s) {
 				hi, ok1 := unhex(s[i+1])
@@ -70,6 +77,7 @@ func appendEscaped(dst []byte, s string, class uint8) []byte {
 						dst = append(dst, '%', upperHex[hi], upperHex[lo])
 					}
 					i += 2
+					run = i + 1
 					continue
 				}
 			}
@@ -78,5 +86,5 @@ func appendEscaped(dst []byte, s string, class uint8) []byte {
 		}
 		dst = append(dst, '%', upperHex[c>>4], upperHex[c&15])
 	}
-	return dst
+	return append(dst, s[run:]...)
 }

@@ -388,7 +388,13 @@ func (n *Normalizer) appendQuery(dst []byte, q string) []byte {
 		return dst
 	}
 	if !sorted {
-		slices.SortStableFunc(spans, func(a, b span) int { return compareKeys(scratch, a, b) })
+		// Stable: equal names keep their order (spans are in input order).
+		slices.SortFunc(spans, func(a, b span) int {
+			if c := compareKeys(scratch, a, b); c != 0 {
+				return c
+			}
+			return a.start - b.start
+		})
 	}
 	dst = append(dst, '?')
 	for i, sp := range spans {

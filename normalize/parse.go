@@ -34,7 +34,12 @@ func clean(s string) (string, bool) {
 	rewrite := false
 	inQuery := false // past the first '?' or '#': backslashes stay
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
+		c := s[i]
+		if classes[c]&classClean == 0 {
+			continue
+		}
+		switch {
+		case c == ' ':
 		case c == '\t' || c == '\n' || c == '\r':
 			rewrite = true
 		case c < ' ' || c == 0x7f:
