@@ -33,6 +33,7 @@ type FetcherOptions struct {
 	MaxBodySize     int64         // 10 MiB: longer bodies are cut (Page.Truncated)
 	HostParallel    int           // 1 request in flight per host
 	HostDelay       time.Duration // 1s between request starts to one host; negative for none
+	MaxParallel     int           // 64 requests in flight over all hosts
 	MaxCrawlDelay   time.Duration // 60s: the most of a robots.txt Crawl-delay honoured
 	IgnoreRobots    bool          // false: robots.txt is honoured
 	RobotsTTL       time.Duration // 24h (RFC 9309 §2.4)
@@ -67,6 +68,9 @@ func (o FetcherOptions) withDefaults() FetcherOptions {
 		o.HostDelay = time.Second
 	case o.HostDelay < 0:
 		o.HostDelay = 0
+	}
+	if o.MaxParallel <= 0 {
+		o.MaxParallel = 64
 	}
 	if o.MaxCrawlDelay <= 0 {
 		o.MaxCrawlDelay = time.Minute
@@ -156,6 +160,7 @@ type Fetcher struct {
 	guard     *guard
 	robots    *robotsCache
 	hosts     *hostGate
+	parallel  chan struct{} // one token per request in flight
 
 	cancel   context.CancelFunc
 	nextID   atomic.Uint64
@@ -177,7 +182,7 @@ func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fetcher{opts: opts, guard: g, hosts: newHostGate(opts.HostParallel, opts.HostDelay)}
+	f := &Fetcher{opts: opts, guard: g, hosts: newHostGate(opts.HostParallel, opts.HostDelay), parallel: make(chan struct{}, opts.MaxParallel)}
 	dialer := &net.Dialer{Timeout: min(opts.RequestTimeout, 10*time.Second), KeepAlive: 30 * time.Second}
 	f.transport = &http.Transport{
 		Proxy:                 nil, // never from the environment
@@ -335,6 +340,12 @@ func (f *Fetcher) onResponse(resp *colly.Response) {
 // (with links for HTML) and 3xx (with Redirect). Other outcomes are a
 // *FetchError, or ctx's error when ctx ended first.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Page, error) {
+	return f.fetch(ctx, ctx, rawURL)
+}
+
+// fetch is Fetch with two contexts: wait bounds the waiting for robots.txt and
+// the host's turn (ending it hands the URL back unfetched), ctx the request.
+func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, error) {
 	if f.closed.Load() {
 		return nil, errors.New("crawl: fetcher closed")
 	}
@@ -347,23 +358,31 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Page, error) {
 	}
 	var crawlDelay time.Duration
 	if !f.opts.IgnoreRobots {
-		crawlDelay, err = f.robots.allowed(ctx, u)
+		crawlDelay, err = f.robots.allowed(wait, u)
 		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
+		case wait.Err() != nil:
+			return nil, wait.Err()
 		case errors.Is(err, ErrRobotsDisallowed):
 			return nil, &FetchError{URL: rawURL, Reason: ReasonRobots, Err: err}
 		case err != nil:
 			return nil, &FetchError{URL: rawURL, Reason: ReasonRobotsUnavailable, Temporary: true, Err: err}
 		}
 	}
-	release, err := f.hosts.acquire(ctx, strings.ToLower(u.Host))
+	release, err := f.hosts.acquire(wait, strings.ToLower(u.Host))
 	if err != nil {
 		return nil, err
 	}
-	r, err := f.do(ctx, rawURL)
 	pause := min(crawlDelay, f.opts.MaxCrawlDelay)
 	defer func() { release(pause) }()
+	// The global limit is taken after the host's turn, so requests waiting
+	// for a slow host hold no global slot.
+	select {
+	case f.parallel <- struct{}{}:
+	case <-wait.Done():
+		return nil, wait.Err()
+	}
+	r, err := f.do(ctx, rawURL)
+	<-f.parallel
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
