@@ -10,6 +10,12 @@ import (
 	"testing"
 )
 
+// Both in-memory Bloom filters satisfy the filter contract.
+var (
+	_ filterContract = (*Bloom)(nil)
+	_ filterContract = (*ScalableBloom)(nil)
+)
+
 // testKeys returns n distinct URL-like keys with the given prefix.
 func testKeys(prefix string, n int) [][]byte {
 	keys := make([][]byte, n)

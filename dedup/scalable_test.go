@@ -27,7 +27,7 @@ func newTestScalable(tb testing.TB, opts ScalableOptions) *ScalableBloom {
 // 4-sigma binomial margin (binomialUpper): a filter meeting its target
 // fails with probability about 3e-5 per check. It also checks the layers
 // follow the schedule and Stats' estimate stays under the target.
-func TestScalableFalsePositiveRate(t *testing.T) {
+func TestScalableBloomFalsePositiveRate(t *testing.T) {
 	ctx := context.Background()
 	const probes = 100_000
 	tests := []Growth{
@@ -116,7 +116,7 @@ func checkLayers(tb testing.TB, g Growth, st Stats, inserted int) {
 // TestScalableConcurrentNewOnce races writers through several layer
 // additions: each key must be reported new exactly once, but for rare false
 // positives. Run with -race.
-func TestScalableConcurrentNewOnce(t *testing.T) {
+func TestScalableBloomConcurrentNewOnce(t *testing.T) {
 	ctx := context.Background()
 	const workers, n, batch = 8, 6000, 50
 	s := newTestScalable(t, ScalableOptions{Growth: Growth{InitialCapacity: 200, TargetFPP: 1e-7}})
@@ -202,7 +202,7 @@ func TestScalableConcurrentNewOnce(t *testing.T) {
 	}
 }
 
-func TestScalableSnapshotRoundTrip(t *testing.T) {
+func TestScalableBloomSnapshotRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	opts := ScalableOptions{Growth: Growth{InitialCapacity: 500, TargetFPP: 0.01, Factor: 3, Tightening: 0.7}, Policy: "p7"}
 	s := newTestScalable(t, opts)
@@ -337,7 +337,7 @@ func TestNewScalableBloomOptions(t *testing.T) {
 	}
 }
 
-func TestScalableClose(t *testing.T) {
+func TestScalableBloomClose(t *testing.T) {
 	ctx := context.Background()
 	s, err := NewScalableBloom(ScalableOptions{Growth: Growth{InitialCapacity: 10, TargetFPP: 0.01}})
 	if err != nil {
@@ -367,7 +367,7 @@ func TestScalableClose(t *testing.T) {
 // TestScalableFull drives a filter to its last layer (Factor 1 keeps every
 // layer at one item, so 64 layers fill quickly): the keys it cannot add are
 // listed in a *BatchError wrapping ErrFull, and the others are handled.
-func TestScalableFull(t *testing.T) {
+func TestScalableBloomFull(t *testing.T) {
 	ctx := context.Background()
 	s := newTestScalable(t, ScalableOptions{Growth: Growth{InitialCapacity: 1, TargetFPP: 0.5, Factor: 1, Tightening: 0.5}})
 	keys := testKeys("full", 200)

@@ -64,15 +64,11 @@ func writeSnapshot(ctx context.Context, path string, s *snapshot) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	sw := &sumWriter{w: bufio.NewWriterSize(f, 1<<20), sum: crc32.New(castagnoli)}
-	if err := s.encode(ctx, sw); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := s.encode(ctx, bw); err != nil {
 		return fmt.Errorf("dedup: snapshot %s: %w", path, err)
 	}
-	// The checksum itself is not summed.
-	if _, err := sw.w.Write(binary.BigEndian.AppendUint32(nil, sw.sum.Sum32())); err != nil {
-		return fmt.Errorf("dedup: snapshot %s: %w", path, err)
-	}
-	if err := sw.w.Flush(); err != nil {
+	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("dedup: snapshot %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
@@ -93,9 +89,9 @@ func writeSnapshot(ctx context.Context, path string, s *snapshot) (err error) {
 	return nil
 }
 
-// sumWriter writes through a buffer and checksums what it writes.
+// sumWriter writes through to w and checksums what it writes.
 type sumWriter struct {
-	w   *bufio.Writer
+	w   io.Writer
 	sum hash.Hash32
 }
 
@@ -104,7 +100,18 @@ func (s *sumWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
+// encode writes the snapshot and its checksum to w.
 func (s *snapshot) encode(ctx context.Context, w io.Writer) error {
+	sw := &sumWriter{w: w, sum: crc32.New(castagnoli)}
+	if err := s.encodeBody(ctx, sw); err != nil {
+		return err
+	}
+	// The checksum itself is not summed.
+	_, err := w.Write(binary.BigEndian.AppendUint32(nil, sw.sum.Sum32()))
+	return err
+}
+
+func (s *snapshot) encodeBody(ctx context.Context, w io.Writer) error {
 	b := []byte(snapshotMagic)
 	b = binary.BigEndian.AppendUint16(b, snapshotVersion)
 	b = append(b, s.kind, 0)
@@ -151,12 +158,18 @@ func readSnapshot(ctx context.Context, path string, kind byte) (*snapshot, error
 	if err != nil {
 		return nil, fmt.Errorf("dedup: load snapshot: %w", err)
 	}
-	r := &snapshotReader{r: bufio.NewReaderSize(f, 1<<20), sum: crc32.New(castagnoli), left: fi.Size()}
-	s, err := r.decode(ctx, kind)
+	s, err := decodeSnapshot(ctx, f, fi.Size(), kind)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: load snapshot %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// decodeSnapshot reads a snapshot of the given kind from r, which holds size
+// bytes.
+func decodeSnapshot(ctx context.Context, r io.Reader, size int64, kind byte) (*snapshot, error) {
+	sr := &snapshotReader{r: bufio.NewReaderSize(r, int(min(max(size, 16), 1<<20))), sum: crc32.New(castagnoli), left: size}
+	return sr.decode(ctx, kind)
 }
 
 // snapshotReader reads a snapshot, checksumming it and tracking how many
@@ -383,8 +396,9 @@ func (b *Bloom) Save(ctx context.Context, path string) error {
 // stored capacity and rate (zero fields meaning the defaults) and policy, or
 // LoadBloom returns a *MismatchError; with opts.Force a different policy is
 // accepted and opts.Policy replaces the stored one. A truncated or damaged
-// file gives ErrCorrupt, a missing one an error matching
-// fs.ErrNotExist.
+// file gives ErrCorrupt, a missing one an error matching fs.ErrNotExist.
+// A filter imported with ReadGuava and inferred sizing is stored with the
+// inferred capacity and rate, which Stats().Layers[0] reports.
 func LoadBloom(ctx context.Context, path string, opts BloomOptions) (*Bloom, error) {
 	s, err := readSnapshot(ctx, path, snapshotKindBloom)
 	if err != nil {
