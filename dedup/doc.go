@@ -14,7 +14,8 @@
 //   - RedisBloom: the same scalable layers kept in Redis and sharded across
 //     keys (its documentation describes the sharding), shared by many
 //     workers.
-//   - Cuckoo: a growing cuckoo filter, which can also forget keys.
+//   - Cuckoo and RedisCuckoo: growing cuckoo filters, in memory and in
+//     Redis, which can also forget keys.
 //
 // # Sizing a Bloom filter
 //
@@ -49,8 +50,8 @@
 // # Growing: scalable filters
 //
 // A fixed filter past its n degrades quickly, and a crawl's n is unknown.
-// The scalable filters (ScalableBloom, RedisBloom, Cuckoo) follow one
-// schedule, Growth, after Almeida et al., "Scalable Bloom Filters" (2007):
+// The growing filters (ScalableBloom, RedisBloom, Cuckoo, RedisCuckoo)
+// follow one schedule, Growth, after Almeida et al., "Scalable Bloom Filters" (2007):
 // layer i (from 0) is sized for
 //
 //	capacity_i = ceil(C0 · s^i)       (InitialCapacity, Factor s ≥ 1)
@@ -63,11 +64,15 @@
 //	1 − Π (1 − fpp_i)  ≤  Σ fpp_i  =  P · (1 − r) · Σ r^i  <  P
 //
 // however many layers there are: the layers' error budgets form a geometric
-// series that sums to P. Growing by s keeps the number of layers, and so the
+// series that sums to P. (A Bloom layer's real rate at capacity is its
+// fpp_i within about 1%, from rounding k; the unspent budget P·r^L of the
+// layers not yet added absorbs that up to L ≈ 20 layers with the default r,
+// 2²⁰ times the first layer's capacity with the default s.) Growing by s keeps the number of layers, and so the
 // cost of a lookup, logarithmic in the number of keys; each new layer needs
 // about ln(1/r)/(ln 2)² ≈ 0.46 more bits per key (r = 0.8) than the last for
-// its tighter rate. Stats reports each layer's fill (the fraction of bits
-// set) and its current rate fill^k, and the filter's 1 − Π(1 − fill_i^k_i).
+// its tighter rate. For a Bloom layer, Stats reports its fill (the fraction
+// of bits set) and its current rate fill^k, and for the filter
+// 1 − Π(1 − fill_i^k_i).
 //
 // # Persistence and policy
 //
