@@ -20,7 +20,7 @@ var fuzzBases = []string{
 // *Error with a known Reason wrapping its sentinel; a result is idempotent
 // (its canonical form is itself), no longer than the limit, and parses with
 // net/url as an http(s) URL with a host; and Resolve equals canonicalizing
-// the RFC 3986 §5.2 resolution.
+// the RFC 3986 §5.2 resolution. The input is also the base of fuzzRefs.
 func FuzzURL(f *testing.F) {
 	for _, c := range policyCases {
 		f.Add(c.in)
@@ -62,9 +62,17 @@ func FuzzURL(f *testing.F) {
 					t.Fatalf("Resolve(%q, %q) = %q, but URL(%q) = %q, %v", base, in, got, target, u, err)
 				}
 			}
+			// The input as the base of a few references.
+			for _, ref := range fuzzRefs {
+				got, err := n.Resolve(in, ref)
+				checkProperties(t, n, "Resolve", in+" + "+ref, got, err)
+			}
 		}
 	})
 }
+
+// fuzzRefs are the references FuzzURL resolves against its input.
+var fuzzRefs = []string{"", "g", "../x/./y?b=1&a=2#f", "//h.example/p", "?q"}
 
 func reasonOf(err error) Reason {
 	var e *Error

@@ -72,6 +72,8 @@ var policyCases = []policyCase{
 	{in: "http://ｅｘａｍｐｌｅ．ｃｏｍ/", want: "http://example.com/"}, // full-width letters and dot (UTS #46 mapping)
 	{in: "http://例え.テスト/", want: "http://xn--r8jz45g.xn--zckzah/", purell: "="},
 	{in: "http://faß.de/", want: "http://xn--fa-hia.de/", purell: "="}, // non-transitional: ß stays ß
+	{in: "http://a\u3002b.com/", want: "http://a.b.com/"},              // U+3002 IDEOGRAPHIC FULL STOP maps to '.'
+	{in: "http://a\u200db.com/", reason: ReasonHost},                   // ZWJ outside its context (CheckJoiners)
 	{in: "http://xn--zz.com/", reason: ReasonHost},                     // Punycode that does not decode
 	{in: "http://%zz.com/", reason: ReasonEscape},                      // a '%' in the host cannot be repaired
 	{in: "http://a%/", reason: ReasonEscape},
@@ -100,6 +102,7 @@ var policyCases = []policyCase{
 	{in: "http://0X7F000001/", want: "http://127.0.0.1/", purell: "="},
 	{in: "http://0177.0.0.01/", want: "http://127.0.0.1/", purell: "="},
 	{in: "http://127.1/", want: "http://127.0.0.1/"},
+	{in: "http://%30%78%37%66.1/", want: "http://127.0.0.1/"}, // percent-decoded first
 	{in: "http://1.2.3.4./", want: "http://1.2.3.4/"},
 	{in: "http://256.0.0.1/", reason: ReasonHost, purell: "http://256.0.0.1/"},
 	{in: "http://1.2.3.4.5/", reason: ReasonHost},
