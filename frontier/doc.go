@@ -1,7 +1,92 @@
 // Package frontier is Sieve's pipeline between crawlers and the URL
-// frontier: the NATS JetStream streams, subjects and message formats, and
-// the dedup Worker that lets each URL through once.
+// frontier: the NATS JetStream streams, subjects and message formats (all
+// versioned), and the dedup Worker that lets each URL through once.
 //
-// See the design notes in the README section "Pipeline" and the comments on
-// Worker for the exactly-once protocol.
+// # Streams and subjects
+//
+// With the default prefix "sieve" (Topology.Prefix):
+//
+//	stream SIEVE_DISCOVERED  subjects sieve.discovered.<crawl>
+//	    One Discovered message per crawled page: page URL, depth, crawl id,
+//	    optional <base href>, and every raw link (JSON, "v":1). Work-queue
+//	    retention: a message is deleted once a worker acknowledges it.
+//	    Consumed by the durable pull consumer "sieve-dedup", shared by all
+//	    workers: N workers split the messages with no coordination.
+//	stream SIEVE_FRONTIER    subjects sieve.frontier.<crawl>.<partition>
+//	    One Entry message per admitted URL: canonical URL, depth, crawl, the
+//	    page it was found on (JSON, "v":1), with Nats-Msg-Id = MsgID(URL).
+//	    partition = FNV-1a(host) mod Partitions, so a crawler that owns a
+//	    partition owns its hosts and can be polite to them. Work-queue
+//	    retention, DiscardNew at FrontierMaxMsgs/FrontierMaxBytes.
+//
+// A reader rejects a message whose "v" it does not know; a format change
+// bumps Version. Messages that can never be processed (not JSON, too
+// large, unknown version, bad crawl id, kind or depth, too many links) are
+// poison: the worker terminates them (no redelivery) and counts them by
+// reason, so they never block the queue.
+//
+// # The protocol: publish, then mark
+//
+// For each batch a worker runs, in this order:
+//
+//  1. C: Contains(keys) on the filter, keys = the batch's canonical URLs.
+//  2. P: publish every key the filter does not hold to the frontier, with
+//     Nats-Msg-Id = MsgID(key), and wait for JetStream to acknowledge each
+//     (retrying failures with the same ID, forever, with backoff).
+//  3. M: TestAndAdd(published keys) on the filter.
+//  4. A: acknowledge the batch's discovered messages.
+//
+// Claim 1, nothing is lost (seen ⇒ enqueued): a key enters the filter only
+// in step M, which runs only after step P stored it on the frontier (or
+// JetStream reported it a duplicate of a stored message). So every key in
+// the filter was on the frontier first, except a key the filter reports by
+// a false positive — the filter's error rate, and the only loss. And a
+// discovered message is acknowledged only after all of its keys went
+// through P and M; if a worker dies anywhere before A, JetStream redelivers
+// the message after AckWait to some worker, which runs C again: every key
+// not yet marked is published again. A worker never acknowledges what it
+// has not finished, whether Redis or NATS fails or the frontier is full: it
+// holds the batch, backs off, and retries, extending AckWait meanwhile.
+//
+// Claim 2, nothing is enqueued twice: a key is published in step P only if
+// step C did not find it. Once any worker completes M for a key, every
+// later C finds it, so later publishes of that key can only come from a C
+// that ran before that M. JetStream drops a second publish with the same
+// Nats-Msg-Id within the frontier stream's duplicate window W. Two
+// publishes of one key therefore both store only if they are more than W
+// apart while the key is still unmarked, which needs either
+//
+//   - a worker to hold an unseen-verdict for longer than W: prevented, since
+//     a worker re-runs C before publishing a verdict older than W/2 (this
+//     covers a worker stuck in backpressure while another publishes and
+//     marks the same URL); or
+//   - the first publisher to die between P and M, and the key to stay
+//     unmarked for W: the message is redelivered after AckWait and
+//     republished and marked by the next worker, so this needs the
+//     redelivery to take longer than W − AckWait — all workers down, or NATS
+//     or Redis unreachable, for that long, at the moment of a crash.
+//
+// Config requires W ≥ 2·AckWait; the default W is 10 minutes with AckWait
+// 30 s. JetStream keeps a window's IDs in memory (about 100 bytes per
+// admitted URL), which is the cost of a longer W. One more case weakens the
+// bound: a NATS server restart rebuilds the window only from messages still
+// in the stream, so a URL already consumed by a crawler is forgotten early;
+// a duplicate then also needs a worker crash between P and M in the same
+// window. Both exceptions produce a duplicate fetch, never a loss.
+//
+// Why not mark first (test-and-add, then publish), as scrapy-redis and
+// colly do: a worker that marks and dies before publishing leaves URLs that
+// are seen but not enqueued; on redelivery the filter calls them seen and
+// they are lost. Recovering them needs to know which of the "seen" keys the
+// dead attempt added, which the filter cannot say (republishing every seen
+// key of a redelivered page would re-enqueue links seen hours before, out of
+// the duplicate window). Publishing first needs no such knowledge: the
+// filter is only ever a promise that the frontier already holds the URL.
+// The cost is a second filter call per batch, on the unseen keys only
+// (about a tenth of the keys in a crawl).
+//
+// Counts (stats.Delta) add up per batch: Links = Admitted + Duplicates +
+// Σ Rejected, where Admitted counts publishes JetStream stored as new.
+// A worker hands them to a Recorder (Redis for a deployment) once per
+// StatsInterval.
 package frontier

@@ -1,0 +1,103 @@
+package frontier
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Dependencies a Worker tracks.
+const (
+	// DepNATS is the NATS connection and JetStream API.
+	DepNATS = "nats"
+	// DepFilter is the seen-URL filter (Redis, for a shared filter).
+	DepFilter = "filter"
+	// DepStats is the shared statistics store.
+	DepStats = "stats"
+	// DepFrontier is the frontier stream's room: down while it is at its
+	// limits and the worker waits (backpressure). It does not make the
+	// worker unready.
+	DepFrontier = "frontier"
+)
+
+// DepState is the state of one dependency.
+type DepState struct {
+	// Up is false from the first failure until the next success.
+	Up bool `json:"up"`
+	// Since is when the state began.
+	Since time.Time `json:"since"`
+	// Error is the failure that made it down.
+	Error string `json:"error,omitempty"`
+}
+
+// health tracks dependencies and logs each change of state once. It is safe
+// for concurrent use.
+type health struct {
+	mu    sync.Mutex
+	deps  map[string]*DepState
+	log   *slog.Logger
+	onSet func(dep string, up bool)
+	now   func() time.Time
+}
+
+func newHealth(log *slog.Logger, onSet func(string, bool)) *health {
+	h := &health{deps: map[string]*DepState{}, log: log, onSet: onSet, now: time.Now}
+	for _, d := range []string{DepNATS, DepFilter, DepStats, DepFrontier} {
+		h.deps[d] = &DepState{Up: true, Since: h.now()}
+		onSet(d, true)
+	}
+	return h
+}
+
+// set records the outcome of an operation on dep: err == nil means up.
+func (h *health) set(dep string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.deps[dep]
+	up := err == nil
+	if s.Up == up {
+		if !up {
+			s.Error = err.Error()
+		}
+		return
+	}
+	now := h.now()
+	was := now.Sub(s.Since).Round(time.Millisecond)
+	*s = DepState{Up: up, Since: now}
+	if up {
+		h.log.Info("dependency recovered", "dependency", dep, "down_for", was)
+	} else {
+		s.Error = err.Error()
+		if dep == DepFrontier {
+			h.log.Warn("frontier stream full: waiting (backpressure)", "error", err)
+		} else {
+			h.log.Error("dependency unavailable: holding batches and retrying", "dependency", dep, "error", err)
+		}
+	}
+	h.onSet(dep, up)
+}
+
+func (h *health) states() map[string]DepState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]DepState, len(h.deps))
+	for k, v := range h.deps {
+		out[k] = *v
+	}
+	return out
+}
+
+// notReady lists the dependencies that make the worker unready, sorted.
+func (h *health) notReady() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, d := range []string{DepNATS, DepFilter} {
+		if !h.deps[d].Up {
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

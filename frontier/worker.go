@@ -1,0 +1,746 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sievecrawl/sieve/normalize"
+	"github.com/sievecrawl/sieve/stats"
+)
+
+// Filter is the seen-URL filter a Worker tests and marks canonical URLs in.
+// Every dedup filter implements it.
+type Filter interface {
+	// Contains reports, per key, whether the filter holds it (read-only).
+	Contains(ctx context.Context, keys [][]byte) ([]bool, error)
+	// TestAndAdd adds the keys and reports, per key, whether it was new.
+	TestAndAdd(ctx context.Context, keys [][]byte) ([]bool, error)
+}
+
+// Canonicalizer turns raw links into canonical URLs; *normalize.Normalizer
+// implements it. A rejected link's error should be a *normalize.Error,
+// whose Reason labels the rejection counters ("invalid" otherwise).
+type Canonicalizer interface {
+	// Resolve resolves ref against the absolute URL base.
+	Resolve(base, ref string) (string, error)
+	// URL canonicalizes an absolute URL.
+	URL(raw string) (string, error)
+}
+
+// Recorder receives a worker's counts once per StatsInterval; stats.Redis
+// and stats.Memory implement it.
+type Recorder interface {
+	Add(ctx context.Context, d stats.Delta) error
+}
+
+// WorkerOptions configures a Worker. The zero value of every field means
+// its default.
+type WorkerOptions struct {
+	// Topology names the streams; Run calls its Ensure.
+	Topology Topology
+	// Batch is the number of discovered messages fetched and filtered
+	// together (default 64).
+	Batch int
+	// Concurrency is the number of batches in progress at once (default 4).
+	Concurrency int
+	// FetchWait bounds how long a fetch waits for its batch to fill
+	// (default 100 ms).
+	FetchWait time.Duration
+	// BackoffMin and BackoffMax bound the pause between retries while a
+	// dependency fails (defaults 100 ms and 5 s).
+	BackoffMin, BackoffMax time.Duration
+	// ShutdownTimeout bounds how long a stopping worker finishes the
+	// batches in hand (default 30 s).
+	ShutdownTimeout time.Duration
+	// StatsInterval is how often counts go to the Recorder (default 1 s).
+	StatsInterval time.Duration
+	// PublishTimeout bounds the wait for a frontier publish's
+	// acknowledgement before it is retried (default 5 s).
+	PublishTimeout time.Duration
+	// Logger receives state changes (default: discard).
+	Logger *slog.Logger
+	// Registerer receives the worker's metrics (default: none).
+	Registerer prometheus.Registerer
+}
+
+func (o WorkerOptions) withDefaults() WorkerOptions {
+	o.Topology = o.Topology.WithDefaults()
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.Batch <= 0 {
+		o.Batch = 64
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	def(&o.FetchWait, 100*time.Millisecond)
+	def(&o.BackoffMin, 100*time.Millisecond)
+	def(&o.BackoffMax, 5*time.Second)
+	def(&o.ShutdownTimeout, 30*time.Second)
+	def(&o.StatsInterval, time.Second)
+	def(&o.PublishTimeout, 5*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
+	return o
+}
+
+// Worker is a dedup worker: it consumes discovered messages from the
+// workers' shared durable consumer, canonicalizes their links, and publishes
+// each URL the filter has not seen to the frontier, once. Any number of
+// workers may run against the same streams and filter; they split the work
+// through the consumer and need no coordination of their own.
+//
+// Per batch: fetch up to Batch messages; decode them (poison is terminated
+// and counted); resolve and canonicalize every link and drop repeats within
+// the batch; ask the filter which URLs it holds (Contains); publish the
+// others to the frontier asynchronously, each with Nats-Msg-Id = MsgID(URL),
+// and wait for every acknowledgement; mark the published URLs in the filter
+// (TestAndAdd); then acknowledge the discovered messages. See the package
+// documentation for why this order lets each URL through exactly once.
+//
+// A Worker's methods are safe for concurrent use; Run may be called once.
+type Worker struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	filter Filter
+	canon  Canonicalizer
+	rec    Recorder
+	o      WorkerOptions
+	topo   Topology
+	log    *slog.Logger
+	m      *metrics
+	health *health
+
+	mu         sync.Mutex
+	pending    stats.Delta // not yet given to the Recorder
+	total      stats.Delta // since the worker started
+	started    time.Time
+	inflight   atomic.Int64
+	unfinished atomic.Int64
+
+	closeCtx context.Context
+	closeFn  context.CancelFunc
+	runOnce  sync.Once
+	runDone  chan struct{}
+	ran      atomic.Bool
+}
+
+// NewWorker returns a Worker that reads and writes the pipeline's streams
+// over nc, tests and marks URLs in filter, canonicalizes with canon and
+// reports counts to rec. It does not take ownership of nc, filter or rec.
+func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, opts WorkerOptions) (*Worker, error) {
+	if nc == nil || filter == nil || canon == nil || rec == nil {
+		return nil, errors.New("frontier: NewWorker needs a connection, a filter, a canonicalizer and a recorder")
+	}
+	o := opts.withDefaults()
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(max(4096, 4*o.Concurrency*o.Batch)),
+		jetstream.WithPublishAsyncTimeout(o.PublishTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("frontier: jetstream: %w", err)
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("frontier: register metrics: %w", err)
+	}
+	w := &Worker{
+		nc: nc, js: js, filter: filter, canon: canon, rec: rec, o: o, topo: o.Topology,
+		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}),
+	}
+	w.health = newHealth(o.Logger, func(dep string, up bool) {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		m.up.WithLabelValues(dep).Set(v)
+	})
+	w.closeCtx, w.closeFn = context.WithCancel(context.Background())
+	return w, nil
+}
+
+// Run processes discovered messages until ctx is cancelled or Close is
+// called. On cancellation it stops fetching, finishes the batches in hand
+// (for at most ShutdownTimeout), hands its last counts to the Recorder and
+// returns nil; if a batch could not be finished in time it returns an error
+// (the batch is not lost: its messages are redelivered). Run also returns
+// an error if the streams exist with another topology. While NATS or the
+// filter is unavailable, Run holds its batches, retries with backoff, and
+// reports the state in Status; it never acknowledges a message whose URLs
+// are not all on the frontier and marked.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return errors.New("frontier: Worker.Run called twice")
+	}
+	defer close(w.runDone)
+	defer w.js.CleanupPublisher() // its reply subscription and timers
+
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	// Close stops both at once: no grace.
+	defer context.AfterFunc(w.closeCtx, func() { stopWork(); stopFetch() })()
+
+	cons, err := w.setup(fetchCtx)
+	if err != nil {
+		if fetchCtx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	w.log.Info("worker running", "stream", w.topo.DiscoveredStream(), "consumer", w.topo.Consumer(),
+		"batch", w.o.Batch, "concurrency", w.o.Concurrency)
+
+	var wg sync.WaitGroup
+	for i := 0; i < w.o.Concurrency; i++ {
+		wg.Go(func() { w.loop(fetchCtx, workCtx, cons) })
+	}
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	var fwg sync.WaitGroup
+	fwg.Go(func() { w.flushLoop(flushCtx) })
+
+	<-fetchCtx.Done()
+	w.log.Info("worker stopping: finishing batches in hand", "timeout", w.o.ShutdownTimeout)
+	grace := time.AfterFunc(w.o.ShutdownTimeout, stopWork)
+	wg.Wait()
+	grace.Stop()
+	stopFlush()
+	fwg.Wait()
+	final, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.flush(final); err != nil {
+		w.log.Warn("last counts not recorded", "error", err)
+	}
+	if n := w.unfinished.Load(); n > 0 {
+		return fmt.Errorf("frontier: stopped with %d batches unfinished (their messages will be redelivered)", n)
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// Close stops Run at once, without finishing the batches in hand (their
+// messages are redelivered to other workers after AckWait), and waits for
+// Run to return. It is idempotent and safe to call without Run.
+func (w *Worker) Close() error {
+	w.closeFn()
+	if w.ran.Load() {
+		<-w.runDone
+	}
+	return nil
+}
+
+// setup ensures the streams and consumer exist, retrying while NATS is
+// unavailable.
+func (w *Worker) setup(ctx context.Context) (jetstream.Consumer, error) {
+	b := w.newBackoff()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := w.topo.Ensure(cctx, w.js)
+		var cons jetstream.Consumer
+		if err == nil {
+			cons, err = w.js.Consumer(cctx, w.topo.DiscoveredStream(), w.topo.Consumer())
+		}
+		cancel()
+		if err == nil {
+			w.health.set(DepNATS, nil)
+			return cons, nil
+		}
+		if errors.Is(err, ErrTopologyMismatch) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		w.health.set(DepNATS, err)
+		if !sleep(ctx, b.next()) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+var errDisconnected = errors.New("not connected to nats")
+
+// loop fetches and processes batches until fetchCtx ends.
+func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer) {
+	b := w.newBackoff()
+	for fetchCtx.Err() == nil {
+		if !w.nc.IsConnected() {
+			w.health.set(DepNATS, errDisconnected)
+			sleep(fetchCtx, b.next())
+			continue
+		}
+		msgs, err := w.fetch(cons)
+		if len(msgs) > 0 {
+			w.process(workCtx, msgs)
+		}
+		if err != nil {
+			w.m.retries.WithLabelValues("fetch").Inc()
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				// The server lost its state (memory storage, or a new
+				// server): recreate the streams and consumer.
+				if c, serr := w.setup(fetchCtx); serr == nil {
+					cons = c
+				}
+			}
+			w.health.set(DepNATS, err)
+			sleep(fetchCtx, b.next())
+			continue
+		}
+		w.health.set(DepNATS, nil)
+		b.reset()
+	}
+}
+
+func (w *Worker) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+	batch, err := cons.Fetch(w.o.Batch, jetstream.FetchMaxWait(w.o.FetchWait))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs, batch.Error()
+}
+
+// candidate is one URL of a batch, first seen in the batch at index msg.
+type candidate struct {
+	url   string
+	crawl string
+	depth int
+	from  string
+}
+
+// batch is the work of one fetch.
+type batch struct {
+	msgs    []jetstream.Msg // valid messages, acknowledged at the end
+	cands   []candidate
+	delta   stats.Delta
+	touched time.Time // last InProgress (or fetch)
+}
+
+// process takes a fetched batch through the protocol and acknowledges it,
+// unless ctx ends first.
+func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
+	start := time.Now()
+	w.inflight.Add(1)
+	w.m.inflight.Inc()
+	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
+
+	b := w.prepare(msgs, start)
+	if !w.admit(ctx, b) {
+		w.unfinished.Add(1)
+		return
+	}
+	for _, m := range b.msgs {
+		_ = m.Ack() // a lost ack redelivers the message, which is then a no-op
+	}
+	w.m.batches.Inc()
+	w.m.batchSeconds.Observe(time.Since(start).Seconds())
+	w.record(b.delta)
+}
+
+// prepare decodes and canonicalizes a batch. Poison messages are
+// terminated at once.
+func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
+	b := &batch{touched: now}
+	index := make(map[string]int, len(msgs)*16)
+	for _, m := range msgs {
+		d, err := DecodeDiscovered(m.Data(), w.topo.Limits)
+		if err != nil {
+			var pe *PoisonError
+			reason := PoisonMalformed
+			if errors.As(err, &pe) {
+				reason = pe.Reason
+			}
+			b.delta.AddPoison(reason)
+			w.log.Warn("poison message rejected", "reason", reason, "error", err, "subject", m.Subject())
+			_ = m.TermWithReason("sieve: " + reason)
+			continue
+		}
+		b.msgs = append(b.msgs, m)
+		b.delta.Pages++
+		base := d.URL
+		if d.Base != "" && d.URL != "" {
+			if u, err := w.canon.Resolve(d.URL, d.Base); err == nil {
+				base = u // an unusable <base href> is ignored, as browsers do
+			}
+		}
+		depth := d.LinkDepth()
+		for _, link := range d.Links {
+			b.delta.Links++
+			var u string
+			if d.Kind == KindSeed || base == "" {
+				u, err = w.canon.URL(link)
+			} else {
+				u, err = w.canon.Resolve(base, link)
+			}
+			if err != nil {
+				b.delta.Reject(rejectReason(err))
+				continue
+			}
+			if i, ok := index[u]; ok {
+				b.delta.Duplicates++
+				if depth < b.cands[i].depth {
+					b.cands[i].depth = depth
+				}
+				continue
+			}
+			index[u] = len(b.cands)
+			b.cands = append(b.cands, candidate{url: u, crawl: d.Crawl, depth: depth, from: d.URL})
+		}
+	}
+	return b
+}
+
+func rejectReason(err error) string {
+	var ne *normalize.Error
+	if errors.As(err, &ne) && ne.Reason != "" {
+		return string(ne.Reason)
+	}
+	return "invalid"
+}
+
+// admit runs the protocol on a prepared batch: Contains, publish the unseen,
+// mark the published. It reports false if ctx ended first.
+func (w *Worker) admit(ctx context.Context, b *batch) bool {
+	if len(b.cands) == 0 {
+		return true
+	}
+	all := make([]int, len(b.cands))
+	for i := range all {
+		all[i] = i
+	}
+	todo, ok := w.unseen(ctx, b, all)
+	if !ok {
+		return false
+	}
+	published, ok := w.publish(ctx, b, todo)
+	if !ok {
+		return false
+	}
+	if len(published) == 0 {
+		return true
+	}
+	keys := make([][]byte, len(published))
+	for j, i := range published {
+		keys[j] = []byte(b.cands[i].url)
+	}
+	_, ok = w.retry(ctx, b, "mark", func(ctx context.Context) ([]bool, error) { return w.filter.TestAndAdd(ctx, keys) })
+	return ok
+}
+
+// unseen returns the candidates (indexes into b.cands) the filter does not
+// hold, counting the others as duplicates.
+func (w *Worker) unseen(ctx context.Context, b *batch, idx []int) ([]int, bool) {
+	keys := make([][]byte, len(idx))
+	for j, i := range idx {
+		keys[j] = []byte(b.cands[i].url)
+	}
+	seen, ok := w.retry(ctx, b, "contains", func(ctx context.Context) ([]bool, error) { return w.filter.Contains(ctx, keys) })
+	if !ok {
+		return nil, false
+	}
+	out := idx[:0:0]
+	for j, i := range idx {
+		if seen[j] {
+			b.delta.Duplicates++
+		} else {
+			out = append(out, i)
+		}
+	}
+	return out, true
+}
+
+// retry calls a filter operation until it succeeds or ctx ends, backing off
+// and keeping the batch's messages alive in between.
+func (w *Worker) retry(ctx context.Context, b *batch, op string, call func(context.Context) ([]bool, error)) ([]bool, bool) {
+	bo := w.newBackoff()
+	for {
+		res, err := call(ctx)
+		if err == nil {
+			w.health.set(DepFilter, nil)
+			return res, true
+		}
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		w.health.set(DepFilter, fmt.Errorf("%s: %w", op, err))
+		w.m.retries.WithLabelValues(op).Inc()
+		if !w.wait(ctx, b, bo.next()) {
+			return nil, false
+		}
+	}
+}
+
+// publish puts the candidates todo on the frontier and returns those
+// JetStream stored or recognised as duplicates: all of todo, except any
+// that a re-check found marked meanwhile. It retries failed publishes
+// (stream full, NATS away) with the same message ID until they succeed.
+func (w *Worker) publish(ctx context.Context, b *batch, todo []int) ([]int, bool) {
+	checked := time.Now()
+	bo := w.newBackoff()
+	var done []int
+	futures := make([]jetstream.PubAckFuture, 0, len(todo))
+	for len(todo) > 0 {
+		// A verdict "unseen" is only trusted for half the duplicate window:
+		// after that, a racing worker may have published and marked the URL
+		// long enough ago that its message ID is forgotten.
+		if time.Since(checked) > w.topo.DuplicateWindow/2 {
+			var ok bool
+			if todo, ok = w.unseen(ctx, b, todo); !ok {
+				return nil, false
+			}
+			checked = time.Now()
+			continue
+		}
+		futures = futures[:0]
+		var failed []int
+		var lastErr error
+		for _, i := range todo {
+			f, err := w.js.PublishMsgAsync(w.entryMsg(b.cands[i]), jetstream.WithMsgID(MsgID(b.cands[i].url)))
+			if err != nil {
+				failed, lastErr = append(failed, i), err
+			}
+			futures = append(futures, f)
+		}
+		for j, f := range futures {
+			if f == nil {
+				continue
+			}
+			i := todo[j]
+			select {
+			case ack := <-f.Ok():
+				done = append(done, i)
+				if ack.Duplicate {
+					b.delta.Duplicates++
+					b.delta.Republished++
+				} else {
+					b.delta.Admitted++
+					b.delta.AdmitHost(hostOf(b.cands[i].url))
+				}
+			case err := <-f.Err():
+				failed, lastErr = append(failed, i), err
+			case <-ctx.Done():
+				return nil, false
+			}
+		}
+		if len(failed) == 0 {
+			w.health.set(DepFrontier, nil)
+			w.health.set(DepNATS, nil)
+			return done, true
+		}
+		if isFull(lastErr) {
+			w.health.set(DepFrontier, lastErr)
+			w.health.set(DepNATS, nil)
+		} else {
+			w.health.set(DepNATS, fmt.Errorf("publish: %w", lastErr))
+		}
+		w.m.retries.WithLabelValues("publish").Add(float64(len(failed)))
+		if !w.wait(ctx, b, bo.next()) {
+			return nil, false
+		}
+		todo = failed
+	}
+	return done, true
+}
+
+// isFull reports whether a publish failed because the frontier stream is at
+// its limits (JetStream error 10077, "maximum messages/bytes exceeded").
+func isFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStoreFailed
+}
+
+// jsErrStoreFailed is JSStreamStoreFailedF: the stream refused to store a
+// message, which with DiscardNew means it is at MaxMsgs or MaxBytes.
+const jsErrStoreFailed jetstream.ErrorCode = 10077
+
+func (w *Worker) entryMsg(c candidate) *nats.Msg {
+	data, _ := Entry{Crawl: c.crawl, URL: c.url, Depth: c.depth, From: c.from}.Encode() // strings and ints: cannot fail
+	return &nats.Msg{
+		Subject: w.topo.FrontierSubject(c.crawl, w.topo.Partition(hostOf(c.url))),
+		Data:    data,
+		Header:  nats.Header{},
+	}
+}
+
+// hostOf returns the host name of a canonical URL (no port, no brackets).
+func hostOf(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return ""
+	}
+	rest := u[i+3:]
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		rest = rest[:j]
+	}
+	if strings.HasPrefix(rest, "[") {
+		if j := strings.IndexByte(rest, ']'); j > 0 {
+			return rest[1:j]
+		}
+		return rest
+	}
+	if j := strings.LastIndexByte(rest, ':'); j >= 0 {
+		return rest[:j]
+	}
+	return rest
+}
+
+// wait pauses for d, telling JetStream the batch is still in progress when
+// its messages come near their AckWait. It reports false if ctx ended.
+func (w *Worker) wait(ctx context.Context, b *batch, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		w.keepAlive(b)
+		left := time.Until(deadline)
+		if left <= 0 {
+			return true
+		}
+		if !sleep(ctx, min(left, w.topo.AckWait/4)) {
+			return false
+		}
+	}
+}
+
+func (w *Worker) keepAlive(b *batch) {
+	if time.Since(b.touched) < w.topo.AckWait/3 {
+		return
+	}
+	for _, m := range b.msgs {
+		_ = m.InProgress() // if NATS is away this fails; the message is redelivered, which is safe
+	}
+	b.touched = time.Now()
+}
+
+func (w *Worker) record(d stats.Delta) {
+	w.m.count(d)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending.Merge(d)
+	w.total.Merge(d)
+}
+
+func (w *Worker) flushLoop(ctx context.Context) {
+	t := time.NewTicker(w.o.StatsInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = w.flush(ctx)
+		}
+	}
+}
+
+// flush hands the pending counts to the Recorder; on failure they are kept
+// for the next try.
+func (w *Worker) flush(ctx context.Context) error {
+	w.mu.Lock()
+	d := w.pending
+	w.pending = stats.Delta{}
+	w.mu.Unlock()
+	if d.IsZero() {
+		return nil
+	}
+	err := w.rec.Add(ctx, d)
+	w.health.set(DepStats, err)
+	if err != nil {
+		w.mu.Lock()
+		w.pending.Merge(d)
+		w.mu.Unlock()
+	}
+	return err
+}
+
+// Status is a worker's state, for /readyz and /stats.
+type Status struct {
+	// Ready is true while NATS and the filter work.
+	Ready bool `json:"ready"`
+	// Dependencies maps nats, filter, stats and frontier to their state.
+	Dependencies map[string]DepState `json:"dependencies"`
+	// InflightBatches is the number of batches being processed.
+	InflightBatches int64 `json:"inflight_batches"`
+	// Started is when the worker was created.
+	Started time.Time `json:"started"`
+	// Totals counts this worker's work since it started.
+	Totals stats.Delta `json:"totals"`
+}
+
+// Status returns the worker's current state.
+func (w *Worker) Status() Status {
+	w.mu.Lock()
+	totals := w.total.Clone()
+	w.mu.Unlock()
+	totals.Hosts = nil
+	return Status{
+		Ready:           len(w.health.notReady()) == 0,
+		Dependencies:    w.health.states(),
+		InflightBatches: w.inflight.Load(),
+		Started:         w.started,
+		Totals:          totals,
+	}
+}
+
+// ErrNotReady is returned (wrapped) by Ready while a dependency is down.
+var ErrNotReady = errors.New("frontier: worker not ready")
+
+// Ready returns nil while NATS and the filter work, else an error naming
+// what is down.
+func (w *Worker) Ready() error {
+	if down := w.health.notReady(); len(down) > 0 {
+		return fmt.Errorf("%w: %s unavailable", ErrNotReady, strings.Join(down, ", "))
+	}
+	return nil
+}
+
+// backoff is an exponential backoff with jitter between min and max.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (w *Worker) newBackoff() *backoff { return &backoff{min: w.o.BackoffMin, max: w.o.BackoffMax} }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	// Full jitter in [cur/2, cur): workers retrying together spread out.
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits for d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
