@@ -54,7 +54,7 @@ func FuzzURL(f *testing.F) {
 				}
 				b, _ := clean(base)
 				r, _ := clean(in)
-				target := resolve(parseReference(b), parseReference(r), false).String()
+				target := resolve(parseReference(b), parseReference(r), false, true).String()
 				if len(target) > n.maxLen {
 					continue // the resolution may be longer than the limit, its canonical form not
 				}

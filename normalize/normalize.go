@@ -164,7 +164,7 @@ func (n *Normalizer) Resolve(base, ref string) (string, error) {
 		return "", reject(ref, ReasonControl)
 	}
 	rr := parseReference(r)
-	t := resolve(br, rr, false)
+	t := resolve(br, rr, false, false)
 	var buf [256]byte
 	out, reason, err := n.appendCanonical(buf[:0], t)
 	if reason != "" {
@@ -260,21 +260,26 @@ func (n *Normalizer) appendCanonical(dst []byte, t reference) ([]byte, Reason, e
 			dst = strconv.AppendInt(dst, int64(v), 10)
 		}
 	}
-	dst = n.appendPath(dst, t.path)
+	dst = n.appendPath(dst, t.dir, t.path)
 	if t.hasQuery && t.query != "" {
 		dst = n.appendQuery(dst, t.query)
 	}
 	return dst, "", nil
 }
 
-// appendPath appends the canonical form of an absolute (or empty) path:
-// "/" for an empty path (RFC 3986 §6.2.3), percent-encoding normalized per
-// segment (appendEscaped), session path parameters removed, then dot
-// segments removed (§6.2.2.3; after decoding, so "%2E%2E" counts as "..", as
-// in WHATWG). The case of the path is never changed.
-func (n *Normalizer) appendPath(dst []byte, p string) []byte {
+// appendPath appends the canonical form of the absolute (or empty) path
+// dir+path (dir is empty or ends in '/'): "/" for an empty path (RFC 3986
+// §6.2.3), percent-encoding normalized per segment (appendEscaped), session
+// path parameters removed, then dot segments removed (§6.2.2.3; after
+// decoding, so "%2E%2E" counts as "..", as in WHATWG). The case of the path
+// is never changed.
+func (n *Normalizer) appendPath(dst []byte, dir, path string) []byte {
 	root := len(dst)
 	dst = append(dst, '/')
+	p, rest := dir, path
+	if p == "" {
+		p, rest = rest, ""
+	}
 	if p == "" {
 		return dst
 	}
@@ -282,6 +287,10 @@ func (n *Normalizer) appendPath(dst []byte, p string) []byte {
 		p = p[1:]
 	}
 	for {
+		if p == "" && rest != "" {
+			// dir is done (it ends in '/'): go on with path.
+			p, rest = rest, ""
+		}
 		seg := p
 		i := strings.IndexByte(p, '/')
 		if i >= 0 {

@@ -234,8 +234,10 @@ func TestURL(t *testing.T) {
 func checkResult(tb testing.TB, fn, in, got string, err error, want string, reason Reason) {
 	tb.Helper()
 	if reason == "" {
-		if err != nil || got != want {
-			tb.Errorf("%s(%q) = %q, %v, want %q", fn, in, got, err, want)
+		if err != nil {
+			tb.Errorf("%s(%q) error %v, want %q", fn, in, err, want)
+		} else if got != want {
+			tb.Errorf("%s(%q) = %q, want %q", fn, in, got, want)
 		}
 		return
 	}
@@ -261,9 +263,7 @@ func TestURLIdempotent(t *testing.T) {
 			continue
 		}
 		got, err := n.URL(c.want)
-		if err != nil || got != c.want {
-			t.Errorf("URL(%q) = %q, %v, want %q", c.want, got, err, c.want)
-		}
+		checkResult(t, "URL", c.want, got, err, c.want, "")
 	}
 }
 

@@ -8,6 +8,7 @@ import "strings"
 type reference struct {
 	scheme       string
 	authority    string
+	dir          string // set by resolve only: the path is dir+path (RFC 3986 §5.2.3)
 	path         string
 	query        string
 	fragment     string
@@ -126,35 +127,49 @@ func isAlpha(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 // algorithm of RFC 3986 §5.2.2. base must have a scheme. With strict false,
 // a reference whose scheme equals the base's ("http:g") is read as relative,
 // the backward-compatible reading §5.2.2 permits and browsers use.
-func resolve(base, r reference, strict bool) reference {
+//
+// With exact false, resolve skips the work canonicalization redoes anyway,
+// and allocates nothing: dot segments stay, and the merged path of a
+// relative-path reference (§5.2.3) stays in two parts, the base's directory
+// in t.dir and the reference's path in t.path.
+func resolve(base, r reference, strict, exact bool) reference {
 	if !strict && r.scheme != "" && strings.EqualFold(r.scheme, base.scheme) {
 		r.scheme = ""
+	}
+	dots := func(path string) string {
+		if exact {
+			return removeDotSegments(path)
+		}
+		return path
 	}
 	var t reference
 	switch {
 	case r.scheme != "":
 		t = r
-		t.path = removeDotSegments(r.path)
+		t.path = dots(r.path)
 	case r.hasAuthority:
 		t = r
 		t.scheme = base.scheme
-		t.path = removeDotSegments(r.path)
+		t.path = dots(r.path)
 	default:
 		t.scheme = base.scheme
 		t.authority, t.hasAuthority = base.authority, base.hasAuthority
 		switch {
 		case r.path == "":
-			t.path = base.path
+			t.dir, t.path = base.dir, base.path
 			if r.hasQuery {
 				t.query, t.hasQuery = r.query, true
 			} else {
 				t.query, t.hasQuery = base.query, base.hasQuery
 			}
 		case r.path[0] == '/':
-			t.path = removeDotSegments(r.path)
+			t.path = dots(r.path)
+			t.query, t.hasQuery = r.query, r.hasQuery
+		case exact:
+			t.path = removeDotSegments(merge(base, r.path))
 			t.query, t.hasQuery = r.query, r.hasQuery
 		default:
-			t.path = removeDotSegments(merge(base, r.path))
+			t.dir, t.path = mergeDir(base), r.path
 			t.query, t.hasQuery = r.query, r.hasQuery
 		}
 	}
@@ -165,10 +180,16 @@ func resolve(base, r reference, strict bool) reference {
 // merge is RFC 3986 §5.2.3: the base path up to its last '/', then the
 // reference path.
 func merge(base reference, path string) string {
+	return mergeDir(base) + path
+}
+
+// mergeDir is the first part of merge: "/" for a base with an authority and
+// an empty path, else the base path up to and including its last '/'.
+func mergeDir(base reference) string {
 	if base.hasAuthority && base.path == "" {
-		return "/" + path
+		return "/"
 	}
-	return base.path[:strings.LastIndexByte(base.path, '/')+1] + path
+	return base.path[:strings.LastIndexByte(base.path, '/')+1]
 }
 
 // removeDotSegments is RFC 3986 §5.2.4. It returns path itself, without
@@ -247,6 +268,7 @@ func (r reference) String() string {
 		b.WriteString("//")
 		b.WriteString(r.authority)
 	}
+	b.WriteString(r.dir)
 	b.WriteString(r.path)
 	if r.hasQuery {
 		b.WriteByte('?')

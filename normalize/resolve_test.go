@@ -69,7 +69,7 @@ var rfcExamples = []struct {
 func TestResolveRFC(t *testing.T) {
 	base := parseReference(rfcBase)
 	for _, c := range rfcExamples {
-		if got := resolve(base, parseReference(c.ref), false).String(); got != c.rfc {
+		if got := resolve(base, parseReference(c.ref), false, true).String(); got != c.rfc {
 			t.Errorf("resolve(%q, %q) = %q, want %q", rfcBase, c.ref, got, c.rfc)
 		}
 	}
@@ -78,7 +78,7 @@ func TestResolveRFC(t *testing.T) {
 // TestResolveRFCStrict: §5.4.2, "http:g" = "http:g" for strict parsers.
 func TestResolveRFCStrict(t *testing.T) {
 	base := parseReference(rfcBase)
-	if got := resolve(base, parseReference("http:g"), true).String(); got != "http:g" {
+	if got := resolve(base, parseReference("http:g"), true, true).String(); got != "http:g" {
 		t.Errorf("resolve(%q, %q, strict) = %q, want %q", rfcBase, "http:g", got, "http:g")
 	}
 }
