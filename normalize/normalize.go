@@ -168,8 +168,9 @@ func (n *Normalizer) Resolve(base, ref string) (string, error) {
 	var buf [256]byte
 	out, reason, err := n.appendCanonical(buf[:0], t)
 	if reason != "" {
-		if !rr.hasAuthority && rr.scheme == "" && reason != ReasonTooLong {
-			// The authority came from the base.
+		fromBase := !rr.hasAuthority && (rr.scheme == "" || strings.EqualFold(rr.scheme, br.scheme))
+		if fromBase && (reason == ReasonNoHost || reason == ReasonHost || reason == ReasonPort || reason == ReasonEscape) {
+			// The authority, where the error is, came from the base.
 			return "", rejectBase(base, reason)
 		}
 		return "", rejectWith(ref, reason, err)

@@ -289,3 +289,29 @@ func TestPackageURL(t *testing.T) {
 		checkResult(t, "URL", c.in, got, err, c.want, c.reason)
 	}
 }
+
+// TestConcurrentUse runs the policy table from several goroutines on one
+// Normalizer (run with -race): it has no mutable state.
+func TestConcurrentUse(t *testing.T) {
+	n, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for _, c := range policyCases {
+				got, err := n.URL(c.in)
+				checkResult(t, "URL", c.in, got, err, c.want, c.reason)
+			}
+			for _, c := range rfcExamples {
+				got, err := n.Resolve(rfcBase, c.ref)
+				checkResult(t, "Resolve", c.ref, got, err, c.want, c.reason)
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+}

@@ -144,6 +144,7 @@ func TestResolveLinks(t *testing.T) {
 		{"http://bad host/", "a", "", ReasonBase},
 		{"http://bad\x01/", "a", "", ReasonBase},
 		{"http://example.com:99999/", "a", "", ReasonBase},
+		{"http://bad host/", "http:g", "", ReasonBase}, // same scheme, no authority: relative
 		// … unless the reference does not use it.
 		{"http://bad host/", "http://good.example/", "http://good.example/", ""},
 	}
