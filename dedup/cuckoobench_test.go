@@ -6,19 +6,25 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/redistest"
 )
 
 // The cuckoo-versus-Bloom benchmark is a test that prints a table; it runs
 // only when asked, as it takes a minute and measures speed on a machine
 // that may be busy:
 //
-//	go test ./dedup -run TestCuckooBench -sieve.cuckoobench -v
+//	go test ./dedup -run TestCuckooBench -sieve.cuckoobench -v -timeout 30m
 var (
-	cuckooBenchFlag = flag.Bool("sieve.cuckoobench", false, "run the cuckoo-vs-Bloom benchmark table (TestCuckooBench)")
-	cuckooBenchN    = flag.Int("sieve.cuckoobench.n", 249036, "distinct keys per stream (249036 fills 2^16 buckets of 4 to 95%)")
+	cuckooBenchFlag  = flag.Bool("sieve.cuckoobench", false, "run the cuckoo-vs-Bloom benchmark table (TestCuckooBench)")
+	cuckooBenchN     = flag.Int("sieve.cuckoobench.n", 249024, "distinct keys per stream (249024 fills 2^16 buckets of 4, or 16 shards of 2^12, to 95%)")
+	cuckooBenchRedis = flag.Bool("sieve.cuckoobench.redis", true, "include RedisBloom and RedisCuckoo (on a redis-server the test starts)")
 )
 
 // benchFilter is what the benchmark drives: the filter contract.
@@ -120,24 +126,61 @@ type benchKind struct {
 }
 
 func memoryBenchKinds() []benchKind {
+	growing := func(n int, p float64) Growth { return Growth{InitialCapacity: int64(n), TargetFPP: p} }
 	return []benchKind{
 		{name: "bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
 			return newTestBloom(tb, BloomOptions{Capacity: int64(n), FPP: p})
 		}},
 		{name: "cuckoo fixed", baseline: "bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
-			return newTestCuckoo(tb, CuckooOptions{Growth: Growth{InitialCapacity: int64(n), TargetFPP: p}, MaxLayers: 1})
+			return newTestCuckoo(tb, CuckooOptions{Growth: growing(n, p), MaxLayers: 1})
 		}},
-		{name: "cuckoo growing", baseline: "bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
-			return newTestCuckoo(tb, CuckooOptions{Growth: Growth{InitialCapacity: int64(n), TargetFPP: p}})
+		{name: "scalable bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
+			return newTestScalableBloom(tb, ScalableOptions{Growth: growing(n, p)})
 		}},
-		{name: "cuckoo growing from n/16", baseline: "bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
-			return newTestCuckoo(tb, CuckooOptions{Growth: Growth{InitialCapacity: int64(n / 16), TargetFPP: p}})
+		{name: "cuckoo growing", baseline: "scalable bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
+			return newTestCuckoo(tb, CuckooOptions{Growth: growing(n, p)})
+		}},
+		{name: "scalable bloom from n/16", open: func(tb testing.TB, n int, p float64) benchFilter {
+			return newTestScalableBloom(tb, ScalableOptions{Growth: growing(n/16, p)})
+		}},
+		{name: "cuckoo growing from n/16", baseline: "scalable bloom from n/16", open: func(tb testing.TB, n int, p float64) benchFilter {
+			return newTestCuckoo(tb, CuckooOptions{Growth: growing(n/16, p)})
+		}},
+	}
+}
+
+func newTestScalableBloom(tb testing.TB, opts ScalableOptions) *ScalableBloom {
+	tb.Helper()
+	f, err := NewScalableBloom(opts)
+	if err != nil {
+		tb.Fatalf("NewScalableBloom: %v", err)
+	}
+	tb.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// redisBenchKinds are RedisBloom and RedisCuckoo on one server, both with
+// the default 16 shards and the same growth schedule.
+func redisBenchKinds(client redis.UniversalClient) []benchKind {
+	var runs atomic.Int64
+	name := func(kind string) string { return fmt.Sprintf("bench-%s-%d", kind, runs.Add(1)) }
+	return []benchKind{
+		{name: "redis bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
+			f, err := OpenRedisBloom(context.Background(), client, name("bloom"), RedisBloomOptions{InitialCapacity: int64(n), TargetFPP: p})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return f
+		}},
+		{name: "redis cuckoo", baseline: "redis bloom", open: func(tb testing.TB, n int, p float64) benchFilter {
+			return openRedisCuckoo(tb, client, name("cuckoo"), RedisCuckooOptions{CuckooOptions: CuckooOptions{Growth: Growth{InitialCapacity: int64(n), TargetFPP: p}}})
 		}},
 	}
 }
 
 // TestCuckooBench prints, for each target rate and stream, every filter
-// kind's throughput (TestAndAdd keys/s, batches of 1000), memory per distinct
+// kind's throughput (TestAndAdd keys/s, batches of 1000, one caller; for
+// Redis one round trip per batch on a local server), memory per distinct
 // key, false-positive rate measured on 1,000,000 keys never inserted, load
 // factor (slots or bits used), and the ratio to its Bloom baseline measured
 // in the same run.
@@ -145,7 +188,12 @@ func TestCuckooBench(t *testing.T) {
 	if !*cuckooBenchFlag {
 		t.Skip("benchmark table; run with -sieve.cuckoobench")
 	}
-	runBenchTable(t, *cuckooBenchN, memoryBenchKinds())
+	kinds := memoryBenchKinds()
+	if *cuckooBenchRedis {
+		srv := redistest.Start(t, redistest.Options{})
+		kinds = append(kinds, redisBenchKinds(srv.Client())...)
+	}
+	runBenchTable(t, *cuckooBenchN, kinds)
 }
 
 func runBenchTable(t *testing.T, n int, kinds []benchKind) {

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -95,9 +96,15 @@ func (c *Cuckoo) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Save writes a snapshot of the filter to path atomically: to a temporary
-// file in the same directory, synced, then renamed over path.
-func (c *Cuckoo) Save(path string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+// file in the same directory, synced, then renamed over path, and the
+// directory synced. A crash leaves the old file or the new one, never a mix.
+// Updates wait while it writes; ctx is checked before it starts.
+func (c *Cuckoo) Save(ctx context.Context, path string) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("save cuckoo filter: %w", err)
 	}
@@ -119,13 +126,21 @@ func (c *Cuckoo) Save(path string) (err error) {
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("save cuckoo filter: %w", err)
 	}
+	if d, err := os.Open(dir); err == nil {
+		// Make the rename durable where the platform can sync a directory.
+		_ = d.Sync()
+		_ = d.Close()
+	}
 	return nil
 }
 
 // LoadCuckoo reads the snapshot at path (see ReadCuckoo). A missing file is
 // an error wrapping fs.ErrNotExist, so a caller can tell "start empty" from
 // "refuse to start".
-func LoadCuckoo(path string, opts CuckooOptions) (*Cuckoo, error) {
+func LoadCuckoo(ctx context.Context, path string, opts CuckooOptions) (*Cuckoo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load cuckoo filter: %w", err)

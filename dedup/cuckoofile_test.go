@@ -32,12 +32,12 @@ func TestCuckooSnapshotRoundTrip(t *testing.T) {
 	opts := CuckooOptions{Growth: Growth{InitialCapacity: 300, TargetFPP: 0.01}, FingerprintBits: 12, Policy: "v3"}
 	c, keys := filledCuckoo(t, opts, 5000)
 	path := filepath.Join(t.TempDir(), "filter.cuckoo")
-	if err := c.Save(path); err != nil {
+	if err := c.Save(ctx, path); err != nil {
 		t.Fatalf("Save: %v", err)
 	}
 	// MaxKicks is not part of the layout.
 	opts.MaxKicks = 50
-	d, err := LoadCuckoo(path, opts)
+	d, err := LoadCuckoo(ctx, path, opts)
 	if err != nil {
 		t.Fatalf("LoadCuckoo: %v", err)
 	}
@@ -65,10 +65,11 @@ func TestCuckooSnapshotRoundTrip(t *testing.T) {
 }
 
 func TestCuckooSnapshotMismatch(t *testing.T) {
+	ctx := context.Background()
 	base := CuckooOptions{Growth: Growth{InitialCapacity: 300, TargetFPP: 0.01}, Policy: "v1"}
 	c, _ := filledCuckoo(t, base, 1000)
 	path := filepath.Join(t.TempDir(), "f")
-	if err := c.Save(path); err != nil {
+	if err := c.Save(ctx, path); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -87,7 +88,7 @@ func TestCuckooSnapshotMismatch(t *testing.T) {
 	} {
 		opts := base
 		tc.change(&opts)
-		_, err := LoadCuckoo(path, opts)
+		_, err := LoadCuckoo(ctx, path, opts)
 		var me *MismatchError
 		if !errors.As(err, &me) || !errors.Is(err, ErrMismatch) || me.Field != tc.field || me.Name != path {
 			t.Errorf("LoadCuckoo with %s changed: %v, want *MismatchError for %s naming %s", tc.field, err, tc.field, path)
@@ -96,18 +97,18 @@ func TestCuckooSnapshotMismatch(t *testing.T) {
 	// Force accepts another policy and records it.
 	forced := base
 	forced.Policy, forced.Force = "v2", true
-	d, err := LoadCuckoo(path, forced)
+	d, err := LoadCuckoo(ctx, path, forced)
 	if err != nil {
 		t.Fatalf("LoadCuckoo with Force: %v", err)
 	}
-	if err := d.Save(path); err != nil {
+	if err := d.Save(ctx, path); err != nil {
 		t.Fatal(err)
 	}
 	forced.Force = false
-	if _, err := LoadCuckoo(path, forced); err != nil {
+	if _, err := LoadCuckoo(ctx, path, forced); err != nil {
 		t.Errorf("LoadCuckoo after a forced policy change was saved: %v", err)
 	}
-	if _, err := LoadCuckoo(filepath.Join(t.TempDir(), "missing"), base); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := LoadCuckoo(ctx, filepath.Join(t.TempDir(), "missing"), base); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("LoadCuckoo(missing) = %v, want fs.ErrNotExist", err)
 	}
 }
@@ -142,13 +143,14 @@ func TestCuckooSnapshotCorrupt(t *testing.T) {
 }
 
 func TestCuckooSaveFailureKeepsOld(t *testing.T) {
+	ctx := context.Background()
 	c, _ := filledCuckoo(t, CuckooOptions{Growth: Growth{InitialCapacity: 100}}, 100)
-	if err := c.Save(filepath.Join(t.TempDir(), "no-such-dir", "f")); err == nil {
+	if err := c.Save(ctx, filepath.Join(t.TempDir(), "no-such-dir", "f")); err == nil {
 		t.Error("Save into a missing directory succeeded")
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
-	if err := c.Save(path); err != nil {
+	if err := c.Save(ctx, path); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)

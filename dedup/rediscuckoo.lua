@@ -33,13 +33,18 @@ local maxKicks = tonumber(ARGV[3])
 local seed = tonumber(ARGV[4])
 local M = tonumber(ARGV[5])
 local n = tonumber(ARGV[6])
-local nb, fb = {}, {}
+local nb, fb, pow = {}, {}, {}
 local a = 7
 for l = 1, M do
   nb[l], fb[l] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  pow[l] = 2 ^ fb[l]
   a = a + 2
 end
-local kbase = a
+local X1, X2 = {}, {}
+for q = 1, n do
+  X1[q], X2[q] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  a = a + 2
+end
 
 local TWO32 = 4294967296
 local function mul32(x, c)
@@ -57,48 +62,73 @@ end
 local function alt(l, i, fp)
   return bit.bxor(i, fmix32(fp) % nb[l]) % TWO32
 end
-local function fingerprint(l, q)
-  return math.fmod(tonumber(ARGV[kbase + 2 * q - 1]), 2 ^ fb[l] - 1) + 1
-end
-local function index(l, q)
-  return tonumber(ARGV[kbase + 2 * q - 2]) % nb[l]
-end
 local function rnd(k)
   seed = (seed * 48271) % 2147483647
   return seed % k
 end
 
+-- keyinfo returns key q's fingerprint and buckets in layer l, computed once.
+local FP, I1, I2 = {}, {}, {}
+for l = 1, M do FP[l], I1[l], I2[l] = {}, {}, {} end
+local function keyinfo(l, q)
+  local fp = FP[l][q]
+  if fp == nil then
+    fp = math.fmod(X2[q], pow[l] - 1) + 1
+    local i1 = X1[q] % nb[l]
+    FP[l][q], I1[l][q], I2[l][q] = fp, i1, alt(l, i1, fp)
+  end
+  return fp, I1[l][q], I2[l][q]
+end
+
 local v = redis.call('HGET', KEYS[1], 'layers')
 local L = v and tonumber(v) or 0
 
--- Buckets are read through a cache (one BITFIELD per bucket, or one per
--- many buckets when prefetched) and written back at the end.
-local cache, dirty = {}, {}
-for l = 1, M do cache[l], dirty[l] = {}, {} end
+-- Buckets are read through a cache (one BITFIELD for many buckets when
+-- prefetched, else one per bucket); changed slots are written back at the
+-- end. A bucket is read in groups of g slots, one BITFIELD GET u<g*f> each,
+-- with g*f <= 53 so that the value is exact in a double; the group's first
+-- slot holds its high bits.
+local cache, dirty, g = {}, {}, {}
+for l = 1, M do
+  cache[l], dirty[l] = {}, {}
+  g[l] = math.max(1, math.min(b, math.floor(53 / fb[l])))
+end
 
 -- Lua's unpack stops near 8000 values: keep BITFIELD calls well below.
 local LIMIT = 7200
 
--- fetch reads the buckets listed in want[l] (bucket -> true) of layer l.
+-- fetch reads the buckets listed in want (bucket -> true) of layer l.
 local function fetch(l, want)
-  local t = 'u' .. fb[l]
+  local f, gl = fb[l], g[l]
+  local per = math.ceil(b / gl)
   local args, order, m = {}, {}, 0
   local function flush()
     if m == 0 then return end
     local r = redis.call('BITFIELD', KEYS[l + 1], unpack(args, 1, m))
-    for x = 1, #order do
+    local x = 1
+    for o = 1, #order do
       local s = {}
-      for j = 1, b do s[j] = r[(x - 1) * b + j] end
-      cache[l][order[x]] = s
+      for j0 = 0, b - 1, gl do
+        local k = math.min(gl, b - j0)
+        local val = r[x]
+        x = x + 1
+        for j = j0 + k, j0 + 1, -1 do
+          local slot = val % pow[l]
+          s[j] = slot
+          val = (val - slot) / pow[l]
+        end
+      end
+      cache[l][order[o]] = s
     end
     args, order, m = {}, {}, 0
   end
   for i in pairs(want) do
     if cache[l][i] == nil then
-      if m + 3 * b > LIMIT then flush() end
+      if m + 3 * per > LIMIT then flush() end
       order[#order + 1] = i
-      for j = 0, b - 1 do
-        args[m + 1], args[m + 2], args[m + 3] = 'GET', t, (i * b + j) * fb[l]
+      for j0 = 0, b - 1, gl do
+        local k = math.min(gl, b - j0)
+        args[m + 1], args[m + 2], args[m + 3] = 'GET', 'u' .. (k * f), (i * b + j0) * f
         m = m + 3
       end
     end
@@ -124,14 +154,19 @@ local function bucket(l, i)
   return s
 end
 
+local function setslot(l, i, j, fp)
+  cache[l][i][j] = fp
+  dirty[l][i * b + j - 1] = true
+end
+
 -- prefetch reads both buckets of every key in layers 1..L.
 local function prefetch()
   for l = 1, L do
     local want = {}
     for q = 1, n do
-      local fp, i1 = fingerprint(l, q), index(l, q)
+      local _, i1, i2 = keyinfo(l, q)
       want[i1] = true
-      want[alt(l, i1, fp)] = true
+      want[i2] = true
     end
     fetch(l, want)
   end
@@ -149,8 +184,7 @@ local function put(l, i, fp)
   local s = bucket(l, i)
   for j = 1, b do
     if s[j] == 0 then
-      s[j] = fp
-      dirty[l][i] = true
+      setslot(l, i, j, fp)
       return true
     end
   end
@@ -161,8 +195,7 @@ local function remove(l, i, fp)
   local s = bucket(l, i)
   for j = 1, b do
     if s[j] == fp then
-      s[j] = 0
-      dirty[l][i] = true
+      setslot(l, i, j, 0)
       return true
     end
   end
@@ -170,8 +203,8 @@ local function remove(l, i, fp)
 end
 
 local function contains(l, q)
-  local fp, i1 = fingerprint(l, q), index(l, q)
-  return has(l, i1, fp) or has(l, alt(l, i1, fp), fp)
+  local fp, i1, i2 = keyinfo(l, q)
+  return has(l, i1, fp) or has(l, i2, fp)
 end
 
 local function containsAny(q)
@@ -182,8 +215,8 @@ local function containsAny(q)
 end
 
 local function saturated(l, q)
-  local fp, i1 = fingerprint(l, q), index(l, q)
-  for _, i in ipairs({i1, alt(l, i1, fp)}) do
+  local fp, i1, i2 = keyinfo(l, q)
+  for _, i in ipairs({i1, i2}) do
     local s = bucket(l, i)
     for j = 1, b do
       if s[j] ~= fp then return false end
@@ -195,18 +228,15 @@ end
 -- insert stores key q's fingerprint in layer l, evicting at most maxKicks
 -- residents; on failure every eviction is undone.
 local function insert(l, q)
-  local fp, i1 = fingerprint(l, q), index(l, q)
-  local i2 = alt(l, i1, fp)
+  local fp, i1, i2 = keyinfo(l, q)
   if put(l, i1, fp) or put(l, i2, fp) then return true end
   local i = i1
   if rnd(2) == 1 then i = i2 end
   local path = {}
   for _ = 1, maxKicks do
     local j = rnd(b) + 1
-    local s = bucket(l, i)
-    local old = s[j]
-    s[j] = fp
-    dirty[l][i] = true
+    local old = bucket(l, i)[j]
+    setslot(l, i, j, fp)
     path[#path + 1] = {i, j, old}
     fp = old
     i = alt(l, i, fp)
@@ -269,8 +299,8 @@ for q = 1, n do
   elseif mode == 'd' then
     res[q] = '0'
     for l = L, 1, -1 do
-      local fp, i1 = fingerprint(l, q), index(l, q)
-      if remove(l, i1, fp) or remove(l, alt(l, i1, fp), fp) then
+      local fp, i1, i2 = keyinfo(l, q)
+      if remove(l, i1, fp) or remove(l, i2, fp) then
         removed[l] = removed[l] + 1
         deletes = deletes + 1
         res[q] = '1'
@@ -282,8 +312,7 @@ for q = 1, n do
     if containsAny(q) then
       res[q] = '1'
       for l = 1, L do
-        local fp, i1 = fingerprint(l, q), index(l, q)
-        local i2 = alt(l, i1, fp)
+        local fp, i1, i2 = keyinfo(l, q)
         while remove(l, i1, fp) or remove(l, i2, fp) do
           removed[l] = removed[l] + 1
           deletes = deletes + 1
@@ -295,20 +324,18 @@ for q = 1, n do
   end
 end
 
--- Write back the changed buckets and the counts.
+-- Write back the changed slots and the counts.
 for l = 1, L do
-  local t = 'u' .. fb[l]
+  local t, f = 'u' .. fb[l], fb[l]
   local args, m = {}, 0
-  for i in pairs(dirty[l]) do
-    if m + 4 * b > LIMIT then
+  for slot in pairs(dirty[l]) do
+    if m + 4 > LIMIT then
       redis.call('BITFIELD', KEYS[l + 1], unpack(args, 1, m))
       args, m = {}, 0
     end
-    local s = cache[l][i]
-    for j = 1, b do
-      args[m + 1], args[m + 2], args[m + 3], args[m + 4] = 'SET', t, (i * b + j - 1) * fb[l], s[j]
-      m = m + 4
-    end
+    local j = slot % b
+    args[m + 1], args[m + 2], args[m + 3], args[m + 4] = 'SET', t, slot * f, cache[l][(slot - j) / b][j + 1]
+    m = m + 4
   end
   if m > 0 then redis.call('BITFIELD', KEYS[l + 1], unpack(args, 1, m)) end
   if added[l] ~= removed[l] then
