@@ -16,18 +16,21 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sievecrawl/sieve/normalize"
 )
 
 // Config holds the settings shared by the dedup worker and the crawler. The
 // zero value is not useful; start from Default.
 type Config struct {
-	Redis    Redis    `yaml:"redis"`
-	NATS     NATS     `yaml:"nats"`
-	Filter   Filter   `yaml:"filter"`
-	Frontier Frontier `yaml:"frontier"`
-	Worker   Worker   `yaml:"worker"`
-	HTTP     HTTP     `yaml:"http"`
-	Log      Log      `yaml:"log"`
+	Redis     Redis     `yaml:"redis"`
+	NATS      NATS      `yaml:"nats"`
+	Filter    Filter    `yaml:"filter"`
+	Normalize Normalize `yaml:"normalize"`
+	Frontier  Frontier  `yaml:"frontier"`
+	Worker    Worker    `yaml:"worker"`
+	HTTP      HTTP      `yaml:"http"`
+	Log       Log       `yaml:"log"`
 }
 
 // Redis locates the Redis that holds the shared filter and statistics.
@@ -54,15 +57,26 @@ type NATS struct {
 
 // Filter chooses and sizes the seen-URL filter.
 type Filter struct {
-	Kind       string  `yaml:"kind" help:"filter kind: bloom (scalable Bloom filter) or cuckoo"`
-	Name       string  `yaml:"name" help:"filter name: its Redis key prefix, or its snapshot name in memory mode"`
-	Capacity   int64   `yaml:"capacity" help:"URLs the first layer holds before the filter grows"`
-	FPP        float64 `yaml:"fpp" help:"bound on the whole filter's false-positive rate (a false positive drops an unseen URL), in (0, 1)"`
-	Growth     float64 `yaml:"growth" help:"capacity factor of each new layer, ≥ 1"`
-	Tightening float64 `yaml:"tightening" help:"error-rate factor of each new layer, in (0, 1)"`
-	Shards     int     `yaml:"shards" help:"Redis keys each layer is split over (spreads a layer over a cluster); 0: the filter's default"`
-	Snapshot   string  `yaml:"snapshot" help:"in memory mode, file the filter is loaded from at start and saved to at exit; empty: none"`
-	Force      bool    `yaml:"force" help:"open a filter filled under another URL normalization policy version anyway"`
+	Kind             string        `yaml:"kind" help:"filter kind: bloom (scalable Bloom filter) or cuckoo"`
+	Name             string        `yaml:"name" help:"filter name: its Redis key prefix, or its snapshot name in memory mode"`
+	Capacity         int64         `yaml:"capacity" help:"URLs the first layer holds before the filter grows"`
+	FPP              float64       `yaml:"fpp" help:"bound on the whole filter's false-positive rate (a false positive drops an unseen URL), in (0, 1)"`
+	Growth           float64       `yaml:"growth" help:"capacity factor of each new layer, ≥ 1"`
+	Tightening       float64       `yaml:"tightening" help:"error-rate factor of each new layer, in (0, 1)"`
+	Shards           int           `yaml:"shards" help:"Redis keys each layer is split over (spreads a layer over a cluster); 0: the filter's default"`
+	Snapshot         string        `yaml:"snapshot" help:"in memory mode, file the filter is loaded from at start and saved to periodically and at exit; empty: none"`
+	SnapshotInterval time.Duration `yaml:"snapshot_interval" help:"in memory mode with a snapshot file, how often it is saved"`
+	Force            bool          `yaml:"force" help:"open a filter filled under another URL normalization policy version anyway"`
+}
+
+// Normalize sets the URL canonicalization policy. Every worker and crawler
+// of a deployment must use the same settings: they change the canonical form
+// of URLs, and so the filter's keys (the policy version is stored with the
+// filter, which refuses another one).
+type Normalize struct {
+	StripParams   []string `yaml:"strip_params" help:"tracking query parameters removed from URLs (a trailing * matches a prefix); setting it replaces the default list; 'none' removes none"`
+	SessionParams []string `yaml:"session_params" help:"session parameters removed from queries and ;name=value path parameters; setting it replaces the default list; 'none' removes none"`
+	MaxLength     int      `yaml:"max_length" help:"longest URL accepted, in bytes"`
 }
 
 // Frontier shapes the NATS streams of the pipeline (see package frontier).
@@ -112,12 +126,18 @@ func Default() Config {
 			ReconnectWait: time.Second,
 		},
 		Filter: Filter{
-			Kind:       "bloom",
-			Name:       "sieve:seen",
-			Capacity:   10_000_000,
-			FPP:        1e-6,
-			Growth:     2,
-			Tightening: 0.8,
+			Kind:             "bloom",
+			Name:             "sieve:seen",
+			Capacity:         10_000_000,
+			FPP:              1e-6,
+			Growth:           2,
+			Tightening:       0.8,
+			SnapshotInterval: time.Minute,
+		},
+		Normalize: Normalize{
+			StripParams:   normalize.DefaultStripParams(),
+			SessionParams: normalize.DefaultSessionParams(),
+			MaxLength:     normalize.DefaultMaxLength,
 		},
 		Frontier: Frontier{
 			Prefix:             "sieve",
@@ -162,6 +182,9 @@ func (c Config) Validate() error {
 	add(c.NATS.validate())
 	for _, e := range c.Filter.validate() {
 		add(e)
+	}
+	if _, err := c.Normalize.Options(); err != nil {
+		add(&FieldError{Field: "normalize", Err: err})
 	}
 	for _, e := range c.Frontier.validate() {
 		add(e)
@@ -248,6 +271,9 @@ func (f Filter) validate() []*FieldError {
 	}
 	if !(f.Tightening > 0 && f.Tightening < 1) {
 		errs = append(errs, invalid("filter.tightening", "must be in (0, 1), got %v", f.Tightening))
+	}
+	if f.Snapshot != "" && f.SnapshotInterval <= 0 {
+		errs = append(errs, invalid("filter.snapshot_interval", "must be positive, got %v", f.SnapshotInterval))
 	}
 	if f.Shards < 0 {
 		errs = append(errs, invalid("filter.shards", "must be ≥ 0, got %d", f.Shards))
@@ -355,4 +381,32 @@ func redactURLs(list string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// Options returns the normalize options the settings describe, checking
+// them as normalize.New does.
+func (n Normalize) Options() (normalize.Options, error) {
+	list := func(l []string) []string {
+		if len(l) == 1 && strings.EqualFold(l[0], "none") {
+			return []string{}
+		}
+		if l == nil {
+			return []string{}
+		}
+		return l
+	}
+	o := normalize.Options{StripParams: list(n.StripParams), SessionParams: list(n.SessionParams), MaxLength: n.MaxLength}
+	if _, err := normalize.New(o); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// Normalizer returns the Normalizer the settings describe.
+func (n Normalize) Normalizer() (*normalize.Normalizer, error) {
+	o, err := n.Options()
+	if err != nil {
+		return nil, err
+	}
+	return normalize.New(o)
 }

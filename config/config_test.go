@@ -16,6 +16,7 @@ import (
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/normalize"
 	"github.com/sievecrawl/sieve/redistest"
 )
 
@@ -386,5 +387,43 @@ func TestStringHidesPasswords(t *testing.T) {
 	s := cfg.String()
 	if strings.Contains(s, "hunter") {
 		t.Fatalf("String() = %q shows a password", s)
+	}
+}
+
+func TestNormalizeSettings(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		wantDefault bool // the policy of normalize.Options{}
+	}{
+		{name: "defaults are the default policy", wantDefault: true},
+		{name: "own list", env: map[string]string{"SIEVE_NORMALIZE_STRIP_PARAMS": "ref,utm_*"}},
+		{name: "none", env: map[string]string{"SIEVE_NORMALIZE_STRIP_PARAMS": "none"}},
+		{name: "empty is none", env: map[string]string{"SIEVE_NORMALIZE_SESSION_PARAMS": ""}},
+	}
+	def, err := normalize.New(normalize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := load(t, nil, tt.env, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := cfg.Normalize.Normalizer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := n.Version() == def.Version(); got != tt.wantDefault {
+				t.Errorf("Version() = %q, default %q; same = %v, want %v", n.Version(), def.Version(), got, tt.wantDefault)
+			}
+		})
+	}
+	cfg := config.Default()
+	cfg.Normalize.MaxLength = -5
+	var fe *config.FieldError
+	if err := cfg.Validate(); !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "normalize") {
+		t.Errorf("Validate() with a negative max length = %v, want a normalize field error", err)
 	}
 }
