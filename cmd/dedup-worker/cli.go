@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/sievecrawl/sieve/config"
+)
+
+// env is the process's outside world, passed in so tests can run commands.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	lookupEnv      func(string) (string, bool)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command failed (or, for normalize and check, some input was rejected)
+	exitUsage = 2
+)
+
+type command struct {
+	name, args, summary string
+	run                 func(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int
+	flags               func(fs *flag.FlagSet) // the command's own flags
+}
+
+func commands() []command {
+	return []command{
+		{name: "run", summary: "run a dedup worker until SIGTERM (serves /metrics, /healthz, /readyz, /stats)", run: cmdRun},
+		{name: "stats", args: "[--json]", summary: "print the shared seen-URL statistics, filter health and queue depths", run: cmdStats, flags: statsFlags},
+		{name: "check", args: "[--base URL] URL…", summary: "print each URL's canonical form and whether it was seen (adds nothing); URLs from stdin if none given", run: cmdCheck, flags: baseFlag},
+		{name: "import", args: "FILE|-", summary: "mark the URLs in FILE (one per line; - is stdin) as seen without enqueueing them", run: cmdImport, flags: importFlags},
+		{name: "normalize", args: "[--base URL] URL…", summary: "print each URL's canonical form or why it is rejected; URLs from stdin if none given", run: cmdNormalize, flags: baseFlag},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: dedup-worker COMMAND [flags] [args]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n      \t%s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprintf(w, "\nEvery command takes the settings flags; \"dedup-worker COMMAND --help\" lists them with\ntheir environment variables (SIEVE_*), YAML keys and defaults.\n")
+}
+
+// cli runs one command and returns the process exit code.
+func cli(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		out := e.stdout
+		if len(args) == 0 {
+			out = e.stderr
+		}
+		usage(out)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		cfg := config.Default()
+		fs := flag.NewFlagSet("dedup-worker "+c.name, flag.ContinueOnError)
+		fs.SetOutput(e.stderr)
+		if c.flags != nil {
+			c.flags(fs)
+		}
+		l := config.NewLoader(fs, &cfg)
+		if err := fs.Parse(args[1:]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitUsage
+		}
+		if err := l.Load(e.lookupEnv); err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker %s: %v\n", c.name, err)
+			return exitUsage
+		}
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker %s: %v\n", c.name, err)
+			return exitUsage
+		}
+		return c.run(ctx, e, fs, &cfg)
+	}
+	fmt.Fprintf(e.stderr, "dedup-worker: unknown command %q\n\n", args[0])
+	usage(e.stderr)
+	return exitUsage
+}
+
+// newLogger builds the process logger from the log settings.
+func newLogger(w io.Writer, c config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// hostname names this process in NATS connection names.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return h
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// inputs returns the command's URL arguments, or stdin's non-empty lines.
+func inputs(fs *flag.FlagSet, stdin io.Reader) ([]string, error) {
+	if fs.NArg() > 0 {
+		return fs.Args(), nil
+	}
+	data, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out, nil
+}

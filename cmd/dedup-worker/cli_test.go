@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, stdin string, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli(context.Background(), args, env2(stdin, &out, &errb, env))
+	return code, out.String(), errb.String()
+}
+
+func env2(stdin string, out, errb *bytes.Buffer, vars map[string]string) env {
+	return env{stdin: strings.NewReader(stdin), stdout: out, stderr: errb, lookupEnv: func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}}
+}
+
+func TestNormalizeCommand(t *testing.T) {
+	tests := []struct {
+		name     string
+		stdin    string
+		env      map[string]string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{name: "arguments", args: []string{"HTTP://Example.COM:80/a/./b/../c?utm_source=x#frag"},
+			wantOut: "http://example.com/a/c\n"},
+		{name: "stdin", stdin: "https://example.com\n\n  https://EXAMPLE.com/%7euser \n",
+			wantOut: "https://example.com/\nhttps://example.com/~user\n"},
+		{name: "base", args: []string{"--base", "https://example.com/dir/page", "../up", "same#x"},
+			wantOut: "https://example.com/up\nhttps://example.com/dir/same\n"},
+		{name: "rejected", args: []string{"mailto:someone@example.com", "https://example.com/"}, wantCode: exitFail,
+			wantOut: "rejected scheme: "},
+		{name: "policy from the environment", env: map[string]string{"SIEVE_NORMALIZE_STRIP_PARAMS": "none"},
+			args: []string{"https://example.com/?utm_source=x"}, wantOut: "https://example.com/?utm_source=x\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tt.stdin, tt.env, append([]string{"normalize"}, tt.args...)...)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d (stderr %s)", code, tt.wantCode, errOut)
+			}
+			if !strings.HasPrefix(out, tt.wantOut) {
+				t.Errorf("output %q, want it to start with %q", out, tt.wantOut)
+			}
+		})
+	}
+}
+
+func TestCLIUsage(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		wantCode  int
+		wantInOut string
+		wantInErr string
+	}{
+		{name: "no command", wantCode: exitUsage, wantInErr: "Commands:"},
+		{name: "help", args: []string{"help"}, wantCode: exitOK, wantInOut: "import"},
+		{name: "unknown", args: []string{"frobnicate"}, wantCode: exitUsage, wantInErr: `unknown command "frobnicate"`},
+		{name: "command help", args: []string{"run", "--help"}, wantCode: exitOK, wantInErr: "SIEVE_FRONTIER_DUPLICATE_WINDOW"},
+		{name: "stats help has its flags", args: []string{"stats", "-h"}, wantCode: exitOK, wantInErr: "--json"},
+		{name: "bad flag", args: []string{"run", "--worker-batch", "x"}, wantCode: exitUsage, wantInErr: "worker-batch"},
+		{name: "invalid config names the field", args: []string{"run"}, env: map[string]string{"SIEVE_FILTER_FPP": "2"},
+			wantCode: exitUsage, wantInErr: "filter.fpp"},
+		{name: "import needs a file", args: []string{"import"}, wantCode: exitUsage, wantInErr: "FILE"},
+		{name: "check in memory mode without a snapshot", args: []string{"check", "https://example.com/"},
+			wantCode: exitFail, wantInErr: "redis.url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", tt.env, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d\nstdout %s\nstderr %s", code, tt.wantCode, out, errOut)
+			}
+			if !strings.Contains(out, tt.wantInOut) {
+				t.Errorf("stdout lacks %q:\n%s", tt.wantInOut, out)
+			}
+			if !strings.Contains(errOut, tt.wantInErr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantInErr, errOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/stats"
+)
+
+func statsFlags(fs *flag.FlagSet) {
+	fs.Bool("json", false, "print JSON instead of tables")
+	fs.Int("top", 20, "number of top hosts to show")
+	fs.String("url", "", "read the /stats of the worker at this `URL` (default in memory mode: http://<http.addr>/stats)")
+}
+
+func flagValue(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
+
+// errNoSharedFilter: a command that reads the filter runs in memory mode
+// without a snapshot file.
+var errNoSharedFilter = errors.New("in memory mode the filter lives inside the running worker: set redis.url, or filter.snapshot to read its snapshot file")
+
+// openExisting opens the configured filter for a command that must not
+// create one. It returns nil, nil if the filter does not exist yet.
+func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalClient, policy string) (seenFilter, error) {
+	if rdb != nil {
+		n, err := rdb.Exists(ctx, cfg.Filter.Name+":meta").Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		if n == 0 {
+			return nil, nil
+		}
+		return openFilter(ctx, cfg.Filter, rdb, policy)
+	}
+	if cfg.Filter.Snapshot == "" {
+		return nil, errNoSharedFilter
+	}
+	if _, err := os.Stat(cfg.Filter.Snapshot); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return openFilter(ctx, cfg.Filter, nil, policy)
+}
+
+// cliNATS connects to NATS for a short command: fail fast, no reconnects.
+func cliNATS(cfg *config.Config) (*nats.Conn, error) {
+	return cfg.NATS.Connect("dedup-worker cli "+hostname(), nats.RetryOnFailedConnect(false), nats.Timeout(3*time.Second), nats.MaxReconnects(0))
+}
+
+// cmdStats is "dedup-worker stats".
+func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int {
+	asJSON := flagValue(fs, "json") == "true"
+	var top int
+	fmt.Sscan(flagValue(fs, "top"), &top)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+
+	var rep report
+	url := flagValue(fs, "url")
+	if url == "" && !cfg.Redis.Enabled() {
+		url = statsURL(cfg.HTTP.Addr)
+	}
+	if url != "" {
+		r, err := fetchReport(ctx, url)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
+			return exitFail
+		}
+		rep = r
+	} else {
+		rdb, err := cfg.Redis.Client()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
+			return exitFail
+		}
+		defer rdb.Close()
+		canon, err := cfg.Normalize.Normalizer()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
+			return exitFail
+		}
+		f, ferr := openExisting(ctx, cfg, rdb, canon.Version())
+		if f != nil {
+			defer f.Close()
+		}
+		nc, nerr := cliNATS(cfg)
+		if nc != nil {
+			defer nc.Close()
+		}
+		rep = gather(ctx, stats.NewRedis(rdb, cfg.Frontier.Prefix), f, nc, topology(*cfg), top)
+		switch {
+		case ferr != nil:
+			rep.fail("filter", ferr)
+		case f == nil:
+			rep.fail("filter", errors.New("no filter yet (no worker has run)"))
+		}
+		if nerr != nil {
+			rep.fail("streams", nerr)
+		}
+		if rep.Shared == nil {
+			// Redis itself is unreachable: nothing to show.
+			fmt.Fprintf(e.stderr, "dedup-worker stats: %s\n", rep.Errors["shared"])
+			return exitFail
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return exitFail
+		}
+		return exitOK
+	}
+	printReport(e.stdout, rep, time.Now())
+	return exitOK
+}
+
+// statsURL turns a listen address into the URL of its /stats.
+func statsURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/stats"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/stats"
+}
+
+func fetchReport(ctx context.Context, url string) (report, error) {
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return report{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return report{}, fmt.Errorf("read the worker's stats (is a worker running? in memory mode the stats live in it): %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return report{}, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	var r report
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return report{}, fmt.Errorf("%s: %w", url, err)
+	}
+	return r, nil
+}

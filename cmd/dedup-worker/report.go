@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/stats"
+)
+
+// report is what /stats serves and "dedup-worker stats" prints.
+type report struct {
+	// Worker is the answering worker's own state (only from /stats).
+	Worker *frontier.Status `json:"worker,omitempty"`
+	// Shared is the statistics all workers share.
+	Shared *stats.Snapshot `json:"shared,omitempty"`
+	// Filter is the filter's health.
+	Filter *dedup.Stats `json:"filter,omitempty"`
+	// Streams is the queues' state.
+	Streams *streams `json:"streams,omitempty"`
+	// Errors says why a part is missing.
+	Errors map[string]string `json:"errors,omitempty"`
+}
+
+// streams is the pipeline's queues.
+type streams struct {
+	// DiscoveredQueued is the number of discovered messages waiting.
+	DiscoveredQueued uint64 `json:"discovered_queued"`
+	// DiscoveredInFlight is the number fetched by workers, unacknowledged.
+	DiscoveredInFlight int `json:"discovered_in_flight"`
+	// DiscoveredRedelivered is the number redelivered and not yet acknowledged.
+	DiscoveredRedelivered int `json:"discovered_redelivered"`
+	// FrontierQueued is the number of admitted URLs waiting for crawlers.
+	FrontierQueued uint64 `json:"frontier_queued"`
+	// FrontierBytes is their size.
+	FrontierBytes uint64 `json:"frontier_bytes"`
+	// FrontierStored is the number of URLs ever stored on the frontier
+	// (its last sequence): the exact count of admitted URLs.
+	FrontierStored uint64 `json:"frontier_stored"`
+}
+
+func (r *report) fail(part string, err error) {
+	if r.Errors == nil {
+		r.Errors = map[string]string{}
+	}
+	r.Errors[part] = err.Error()
+}
+
+// gather builds a report from whichever sources are given (nil ones are
+// skipped).
+func gather(ctx context.Context, rec statsStore, f seenFilter, nc *nats.Conn, topo frontier.Topology, topN int) report {
+	var r report
+	if rec != nil {
+		if s, err := rec.Snapshot(ctx, topN); err != nil {
+			r.fail("shared", err)
+		} else {
+			r.Shared = &s
+		}
+	}
+	if f != nil {
+		if s, err := f.Stats(ctx); err != nil {
+			r.fail("filter", err)
+		} else {
+			r.Filter = &s
+		}
+	}
+	if nc != nil {
+		if s, err := streamState(ctx, nc, topo); err != nil {
+			r.fail("streams", err)
+		} else {
+			r.Streams = s
+		}
+	}
+	return r
+}
+
+func streamState(ctx context.Context, nc *nats.Conn, topo frontier.Topology) (*streams, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	var s streams
+	ds, err := js.Stream(ctx, topo.DiscoveredStream())
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", topo.DiscoveredStream(), err)
+	}
+	dinfo, err := ds.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.DiscoveredQueued = dinfo.State.Msgs
+	if c, err := ds.Consumer(ctx, topo.Consumer()); err == nil {
+		if ci, err := c.Info(ctx); err == nil {
+			s.DiscoveredInFlight = ci.NumAckPending
+			s.DiscoveredRedelivered = ci.NumRedelivered
+		}
+	}
+	fs, err := js.Stream(ctx, topo.FrontierStream())
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", topo.FrontierStream(), err)
+	}
+	finfo, err := fs.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.FrontierQueued, s.FrontierBytes, s.FrontierStored = finfo.State.Msgs, finfo.State.Bytes, finfo.State.LastSeq
+	return &s, nil
+}
+
+// printReport writes the report as tables.
+func printReport(w io.Writer, r report, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	if s := r.Shared; s != nil {
+		t := s.Totals
+		when := "no counts yet"
+		if !s.Since.IsZero() {
+			when = fmt.Sprintf("since %s, updated %s ago", s.Since.Format(time.RFC3339), now.Sub(s.Updated).Round(time.Second))
+		}
+		fmt.Fprintf(tw, "SEEN URLS\t(all workers; %s)\n", when)
+		fmt.Fprintf(tw, "  pages\t%s\n", num(t.Pages))
+		fmt.Fprintf(tw, "  links discovered\t%s\n", num(t.Links))
+		fmt.Fprintf(tw, "  admitted\t%s\t%s\n", num(t.Admitted), pct(t.Admitted, t.Links))
+		fmt.Fprintf(tw, "  duplicates\t%s\t%s\n", num(t.Duplicates), pct(t.Duplicates, t.Links))
+		fmt.Fprintf(tw, "  rejected\t%s\t%s\n", num(t.RejectedTotal()), pct(t.RejectedTotal(), t.Links))
+		for _, k := range sortedKeys(t.Rejected) {
+			fmt.Fprintf(tw, "    %s\t%s\n", k, num(t.Rejected[k]))
+		}
+		fmt.Fprintf(tw, "  republished (absorbed)\t%s\n", num(t.Republished))
+		fmt.Fprintf(tw, "  poison messages\t%s\n", num(t.PoisonTotal()))
+		for _, k := range sortedKeys(t.Poison) {
+			fmt.Fprintf(tw, "    %s\t%s\n", k, num(t.Poison[k]))
+		}
+		if t.Imported+t.ImportedSeen > 0 {
+			fmt.Fprintf(tw, "  imported\t%s new, %s already seen\n", num(t.Imported), num(t.ImportedSeen))
+		}
+		fmt.Fprintf(tw, "  links/s (1m, 5m)\t%.1f\t%.1f\n", s.Rates.LinksPerSec1m, s.Rates.LinksPerSec5m)
+		fmt.Fprintf(tw, "  admitted/s (1m, 5m)\t%.1f\t%.1f\n", s.Rates.AdmittedPerSec1m, s.Rates.AdmittedPerSec5m)
+		fmt.Fprintf(tw, "\nTOP HOSTS\t(%s hosts)\n", num(s.HostCount))
+		for _, h := range s.TopHosts {
+			fmt.Fprintf(tw, "  %s\t%s\n", h.Host, num(h.Admitted))
+		}
+	}
+	if f := r.Filter; f != nil {
+		fmt.Fprintf(tw, "\nFILTER\t%s\n", f.Kind)
+		fmt.Fprintf(tw, "  items\t%s\n", num(int64(f.Items)))
+		fmt.Fprintf(tw, "  false-positive rate\t%.3g now\t%.3g bound\n", f.EstimatedFPP, f.TargetFPP)
+		fmt.Fprintf(tw, "  memory\t%s\t%.1f B/item\n", bytesText(f.MemoryBytes), f.BytesPerItem)
+		for i, l := range f.Layers {
+			fmt.Fprintf(tw, "  layer %d\t%s / %s items\tfill %.1f%%\tfpp %.3g now, %.3g full\n",
+				i, num(int64(l.Items)), num(int64(l.Capacity)), 100*l.Fill, l.EstimatedFPP, l.FPP)
+		}
+		if f.NextLayerCapacity > 0 {
+			fmt.Fprintf(tw, "  next layer\t%s items\n", num(int64(f.NextLayerCapacity)))
+		}
+	}
+	if s := r.Streams; s != nil {
+		fmt.Fprintf(tw, "\nQUEUES\n")
+		fmt.Fprintf(tw, "  discovered\t%s waiting\t%d in flight\t%d redelivered\n", num(int64(s.DiscoveredQueued)), s.DiscoveredInFlight, s.DiscoveredRedelivered)
+		fmt.Fprintf(tw, "  frontier\t%s waiting (%s)\t%s stored ever\n", num(int64(s.FrontierQueued)), bytesText(s.FrontierBytes), num(int64(s.FrontierStored)))
+	}
+	if wk := r.Worker; wk != nil {
+		fmt.Fprintf(tw, "\nTHIS WORKER\tready=%v\tsince %s\t%d batches in flight\n", wk.Ready, wk.Started.Format(time.RFC3339), wk.InflightBatches)
+		for _, d := range sortedKeys(wk.Dependencies) {
+			st := wk.Dependencies[d]
+			state := "up"
+			if !st.Up {
+				state = "DOWN: " + st.Error
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", d, state)
+		}
+	}
+	if len(r.Errors) > 0 {
+		fmt.Fprintf(tw, "\nUNAVAILABLE\n")
+		for _, k := range sortedKeys(r.Errors) {
+			fmt.Fprintf(tw, "  %s\t%s\n", k, r.Errors[k])
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// num formats n with thousands separators.
+func num(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func pct(part, whole int64) string {
+	if whole == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+func bytesText(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
