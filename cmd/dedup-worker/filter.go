@@ -69,7 +69,7 @@ func openFilter(ctx context.Context, f config.Filter, rdb redis.UniversalClient,
 	case "cuckoo":
 		o := dedup.CuckooOptions{Growth: growth(f), Policy: policy, Force: f.Force}
 		if f.Snapshot != "" {
-			c, err := dedup.LoadCuckoo(f.Snapshot, o)
+			c, err := dedup.LoadCuckoo(ctx, f.Snapshot, o)
 			if !errors.Is(err, fs.ErrNotExist) {
 				return c, err
 			}
@@ -89,7 +89,7 @@ func saveFilter(ctx context.Context, f seenFilter, path string) error {
 	case *dedup.ScalableBloom:
 		return s.Save(ctx, path)
 	case *dedup.Cuckoo:
-		return s.Save(path)
+		return s.Save(ctx, path)
 	}
 	return nil
 }
