@@ -57,6 +57,11 @@ type Options struct {
 	// ShutdownTimeout is how long Run lets fetches in hand finish after ctx
 	// ends; those still running are then abandoned to redelivery: 10s.
 	ShutdownTimeout time.Duration
+	// Exclusive says this crawler is the only one (the embedded mode): it
+	// recreates the partition consumers when it takes them, so messages a
+	// previous run left unacknowledged (being retried, or in hand when it
+	// was killed) come back at once instead of after AckWait.
+	Exclusive bool
 	// ID names this crawler among others (lease owner): host-pid-random.
 	ID string
 	// Logger receives state changes and failures; nil discards them.
@@ -251,6 +256,14 @@ func (c *Crawler) Run(ctx context.Context) error {
 		<-r.done
 	}
 	c.waitJobs(o.ShutdownTimeout)
+	// Acknowledgements and hand-backs are plain publishes: make sure the
+	// server has them before we go, or their messages would wait out
+	// AckWait before anyone gets them again.
+	if nc := c.js.Conn(); nc != nil {
+		if ferr := nc.FlushTimeout(5 * time.Second); ferr != nil {
+			o.Logger.Warn("flushing acknowledgements", "err", ferr)
+		}
+	}
 	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if lerr := c.leases.leave(leaveCtx); lerr != nil {
@@ -379,7 +392,7 @@ func (c *Crawler) balance(ctx context.Context) error {
 		if err := c.leases.release(ctx, p); err != nil {
 			return err
 		}
-		c.opts.Logger.Info("gave partition back", "partition", p, "crawlers", members)
+		c.opts.Logger.Debug("gave partition back", "partition", p, "crawlers", members)
 	}
 
 	got, err := c.leases.claim(ctx, want)
@@ -400,6 +413,12 @@ func PartitionConsumer(topo frontier.Topology, p int) string {
 
 func (c *Crawler) startPartition(ctx context.Context, p int) error {
 	o := c.opts
+	if o.Exclusive {
+		err := c.js.DeleteConsumer(ctx, o.Topology.FrontierStream(), PartitionConsumer(o.Topology, p))
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("crawl: reset consumer of partition %d: %w", p, err)
+		}
+	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, o.Topology.FrontierStream(), jetstream.ConsumerConfig{
 		Durable:       PartitionConsumer(o.Topology, p),
 		Description:   fmt.Sprintf("Sieve crawlers: frontier partition %d", p),
@@ -419,7 +438,7 @@ func (c *Crawler) startPartition(ctx context.Context, p int) error {
 	c.mu.Lock()
 	c.owned[p] = r
 	c.mu.Unlock()
-	c.opts.Logger.Info("took partition", "partition", p)
+	c.opts.Logger.Debug("took partition", "partition", p)
 	go func() {
 		defer close(r.done)
 		c.pull(pctx, p, cons, r)
@@ -745,8 +764,8 @@ func (c *Crawler) idleLoop(ctx context.Context, stop context.CancelCauseFunc) er
 // Depth counts the messages waiting in the pipeline's two streams, those in
 // flight included.
 type Depth struct {
-	Frontier   uint64 // admitted URLs not yet acknowledged by a crawler
-	Discovered uint64 // pages not yet acknowledged by a dedup worker
+	Frontier   uint64 `json:"frontier"`   // admitted URLs not yet acknowledged by a crawler
+	Discovered uint64 `json:"discovered"` // pages not yet acknowledged by a dedup worker
 }
 
 // QueueDepth reads the pipeline's stream sizes.

@@ -9,29 +9,32 @@ import (
 type Stats struct {
 	// Fetched counts HTTP responses received, whatever their status
 	// (robots.txt not included).
-	Fetched int64
+	Fetched int64 `json:"fetched"`
 	// Pages counts 2xx HTML pages, Files 2xx responses of other types
 	// (not read), Redirects 3xx responses.
-	Pages, Files, Redirects int64
+	Pages     int64 `json:"pages"`
+	Files     int64 `json:"files"`
+	Redirects int64 `json:"redirects"`
 	// Retried counts temporary failures handed back for a later try, by
 	// reason.
-	Retried map[Reason]int64
+	Retried map[Reason]int64 `json:"retried"`
 	// Failed counts URLs given up on, by reason (permanent failures, and
 	// temporary ones out of retries).
-	Failed map[Reason]int64
+	Failed map[Reason]int64 `json:"failed"`
 	// Skipped counts frontier entries not fetched, by reason: off_host,
 	// off_domain, denied, too_deep, poison_*.
-	Skipped map[string]int64
+	Skipped map[string]int64 `json:"skipped"`
 	// Published counts discovered messages published (one per page or
 	// redirect), Links the links they carried.
-	Published, Links int64
+	Published int64 `json:"published"`
+	Links     int64 `json:"links"`
 	// Dropped counts links not published, by reason: off_host,
 	// off_domain, denied, too_deep, scheme.
-	Dropped map[string]int64
+	Dropped map[string]int64 `json:"dropped"`
 	// InFlight is the frontier messages in hand now.
-	InFlight int
+	InFlight int `json:"in_flight"`
 	// Partitions lists the frontier partitions owned now.
-	Partitions []int
+	Partitions []int `json:"partitions"`
 }
 
 // Sum adds the values of a count map.

@@ -19,7 +19,8 @@
 //     (to /hidden/N) a crawler must not follow;
 //   - an infinite calendar /calendar/YYYY/MM, each month linking to the
 //     previous and the next: only depth limits end it;
-//   - links to a second host (Site.OffScopeURL, "127.0.0.1" on another port).
+//   - links to a second host (Site.OffScopeURL: 127.0.0.2, or 127.0.0.1 for a
+//     site on another address).
 //
 // The home page / is the seed. Site is safe for concurrent use.
 package testsite
@@ -47,6 +48,10 @@ type Options struct {
 	// Special is how many of each special kind of URL (private, missing,
 	// broken, flaky, files, redirect chains) there are: 5.
 	Special int
+	// Addr is the loopback IP the site listens on: 127.0.0.1, named
+	// "localhost" in its URLs. Any other address names the site by itself,
+	// so several sites can be distinct hosts.
+	Addr string
 }
 
 func (o Options) withDefaults() Options {
@@ -66,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Special <= 0 {
 		o.Special = 5
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1"
 	}
 	return o
 }
@@ -98,23 +106,30 @@ type Site struct {
 // New starts a site on loopback ports chosen by the system.
 func New(opts Options) (*Site, error) {
 	opts = opts.withDefaults()
-	l1, err := net.Listen("tcp", "127.0.0.1:0")
+	l1, err := net.Listen("tcp", net.JoinHostPort(opts.Addr, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("testsite: listen: %w", err)
 	}
-	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	offAddr := "127.0.0.1"
+	if opts.Addr == offAddr {
+		offAddr = "127.0.0.2"
+	}
+	l2, err := net.Listen("tcp", net.JoinHostPort(offAddr, "0"))
 	if err != nil {
 		l1.Close()
 		return nil, fmt.Errorf("testsite: listen: %w", err)
 	}
 	s := &Site{
 		opts:    opts,
-		host:    "localhost:" + strconv.Itoa(l1.Addr().(*net.TCPAddr).Port),
+		host:    net.JoinHostPort(opts.Addr, strconv.Itoa(l1.Addr().(*net.TCPAddr).Port)),
 		offHost: l2.Addr().String(),
 		fetches: map[string]int{},
 		raw:     map[string][]string{},
 		flaky:   map[string]bool{},
 		agents:  map[string]int{},
+	}
+	if opts.Addr == "127.0.0.1" {
+		s.host = "localhost:" + strconv.Itoa(l1.Addr().(*net.TCPAddr).Port)
 	}
 	s.URL = "http://" + s.host + "/"
 	s.OffScopeURL = "http://" + s.offHost + "/"
