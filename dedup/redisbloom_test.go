@@ -265,11 +265,23 @@ func TestRedisBloomRacingAddersOneNew(t *testing.T) {
 // the target rate's 4-sigma bound; the filter's item count is the number of
 // "new" answers, and every key is present afterwards.
 func TestRedisBloomRacingAddersWhileGrowing(t *testing.T) {
-	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})
+	for _, fetch := range []int{redisBloomFetch, 0} {
+		t.Run(fmt.Sprintf("fetch=%d", fetch), func(t *testing.T) {
+			raceWhileGrowing(t, srv.Client(), fmt.Sprintf("racegrow%d", fetch), fetch)
+		})
+	}
+}
+
+func raceWhileGrowing(t *testing.T, c *redis.Client, name string, fetch int) {
+	ctx := context.Background()
 	opts := RedisBloomOptions{InitialCapacity: 500, TargetFPP: 0.01, Shards: 4}
 	keys := urlKeys("grow", 0, 8000)
-	count := raceAdders(t, func(int) *RedisBloom { return openRedisBloom(t, srv.Client(), "racegrow", opts) }, 4, keys)
+	count := raceAdders(t, func(int) *RedisBloom {
+		f := openRedisBloom(t, c, name, opts)
+		f.fetch = fetch
+		return f
+	}, 4, keys)
 	total, none := 0, 0
 	for _, k := range keys {
 		switch n := count[string(k)]; n {
@@ -284,7 +296,7 @@ func TestRedisBloomRacingAddersWhileGrowing(t *testing.T) {
 	if limit := fppUpperBound(len(keys), opts.TargetFPP); none > limit {
 		t.Errorf("%d keys new to no client, want ≤ %d", none, limit)
 	}
-	f := openRedisBloom(t, srv.Client(), "racegrow", opts)
+	f := openRedisBloom(t, c, name, opts)
 	st, err := f.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +381,7 @@ func TestRedisBloomReopenMismatch(t *testing.T) {
 		field string // "" = opens
 	}{
 		{"same parameters", func(o *RedisBloomOptions) {}, ""},
-		{"defaults spelled out", func(o *RedisBloomOptions) { o.Factor, o.Tightening, o.ChunkBytes = 2, 0.8, 64 << 20 }, ""},
+		{"defaults spelled out", func(o *RedisBloomOptions) { o.Factor, o.Tightening, o.ChunkBytes = 2, 0.8, 64<<20 }, ""},
 		{"other target FPP", func(o *RedisBloomOptions) { o.TargetFPP = 0.001 }, "target_fpp"},
 		{"other capacity", func(o *RedisBloomOptions) { o.InitialCapacity = 2000 }, "initial_capacity"},
 		{"other growth factor", func(o *RedisBloomOptions) { o.Factor = 4 }, "growth_factor"},
@@ -619,13 +631,17 @@ func TestRedisBloomCanceledAndClosed(t *testing.T) {
 }
 
 // TestRedisBloomChunks runs the same stream through a filter whose layers
-// fit one Redis string and one whose layers are cut into 64-byte chunks: the
-// answers must be the same and the chunks, concatenated, the same bits.
+// fit one Redis string and are read whole by the script, one that probes
+// them with BITFIELD only, and one whose layers are cut into 64-byte chunks
+// (BITFIELD too): the answers must be the same and the chunks, concatenated,
+// the same bits.
 func TestRedisBloomChunks(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Start(t, redistest.Options{}).Client()
 	opts := RedisBloomOptions{InitialCapacity: 800, Shards: 2}
 	whole := openRedisBloom(t, c, "whole", opts)
+	probed := openRedisBloom(t, c, "probed", opts)
+	probed.fetch = 0
 	opts.ChunkBytes = 64
 	cut := openRedisBloom(t, c, "cut", opts)
 	rng := rand.New(rand.NewSource(7))
@@ -634,16 +650,19 @@ func TestRedisBloomChunks(t *testing.T) {
 		for i := range keys { // repeats within and across batches
 			keys[i] = []byte(fmt.Sprintf("https://chunk.example/%d", rng.Intn(6000)))
 		}
-		a, err := whole.TestAndAdd(ctx, keys)
-		if err != nil {
-			t.Fatal(err)
+		var answers []string
+		for _, f := range []*RedisBloom{whole, probed, cut} {
+			got, err := f.TestAndAdd(ctx, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers = append(answers, fmt.Sprint(got))
+			if got, err = f.Contains(ctx, keys); err != nil || numTrue(got) != len(keys) {
+				t.Fatalf("round %d: Contains after TestAndAdd: %d of %d present, %v", round, numTrue(got), len(keys), err)
+			}
 		}
-		b, err := cut.TestAndAdd(ctx, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(a) != fmt.Sprint(b) {
-			t.Fatalf("round %d: chunked filter answered %v, whole %v", round, b, a)
+		if answers[1] != answers[0] || answers[2] != answers[0] {
+			t.Fatalf("round %d: answers differ:\nwhole  %s\nprobed %s\ncut    %s", round, answers[0], answers[1], answers[2])
 		}
 	}
 	st, err := cut.Stats(ctx)
@@ -656,6 +675,9 @@ func TestRedisBloomChunks(t *testing.T) {
 	for j := 0; j < 2; j++ {
 		for i := range st.Layers {
 			want := c.Get(ctx, fmt.Sprintf("{whole:%d}:bits:%d:0", j, i)).Val()
+			if got := c.Get(ctx, fmt.Sprintf("{probed:%d}:bits:%d:0", j, i)).Val(); got != want {
+				t.Errorf("shard %d layer %d: probed filter's bits differ", j, i)
+			}
 			var got strings.Builder
 			for ch := 0; ch*64 < len(want); ch++ {
 				part := c.Get(ctx, fmt.Sprintf("{cut:%d}:bits:%d:%d", j, i, ch)).Val()
