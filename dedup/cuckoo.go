@@ -9,9 +9,10 @@ import (
 )
 
 var (
-	// ErrFull is returned (inside a *BatchError) for keys a cuckoo filter
-	// could not store because its newest layer is full and it may not add
-	// another (CuckooOptions.MaxLayers).
+	// ErrFull is returned (inside a *BatchError) for keys a filter could
+	// not store because its newest layer is full and it may not add another
+	// (for a cuckoo filter: CuckooOptions.MaxLayers, or a layer the
+	// schedule cannot size).
 	ErrFull = errors.New("dedup: filter full")
 	// ErrTooManyCopies is returned (inside a *BatchError) by Add for a key
 	// already stored 2b times: both of its buckets hold nothing but its

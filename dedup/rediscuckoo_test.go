@@ -540,3 +540,45 @@ func TestRedisCuckooRecovery(t *testing.T) {
 		t.Errorf("TestAndAdd after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestRedisCuckooFormatPinned pins what a RedisCuckoo leaves in Redis: the
+// metadata hash, the key names, the state fields and where a fingerprint
+// goes (an empty filter stores a key in its first bucket's first slot).
+func TestRedisCuckooFormatPinned(t *testing.T) {
+	ctx := context.Background()
+	client := redistest.Start(t, redistest.Options{}).Client()
+	f := openRedisCuckoo(t, client, "pin", RedisCuckooOptions{CuckooOptions: CuckooOptions{Growth: Growth{InitialCapacity: 3800, TargetFPP: 0.01}, Policy: "p7"}, Shards: 1})
+	meta, err := client.HGetAll(ctx, "pin:meta").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"kind": "cuckoo", "layout": "1", "hash": "murmur3_x64_128/cuckoo_pk1",
+		"target_fpp": "0.01", "initial_capacity": "3800", "growth_factor": "2", "tightening": "0.8",
+		"shards": "1", "bucket_size": "4", "fingerprint_bits": "0", "max_layers": "64", "policy": "p7",
+	}
+	if fmt.Sprint(meta) != fmt.Sprint(want) {
+		t.Errorf("pin:meta = %v\nwant %v", meta, want)
+	}
+	key := []byte("https://example.com/")
+	if _, err := f.TestAndAdd(ctx, [][]byte{key}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Delete(ctx, [][]byte{[]byte("https://never.example/")}); err != nil {
+		t.Fatal(err)
+	}
+	state, _ := client.HGetAll(ctx, "{pin:0}:state").Result()
+	if fmt.Sprint(state) != fmt.Sprint(map[string]string{"layers": "1", "n0": "1"}) {
+		t.Errorf("{pin:0}:state = %v, want layers 1, n0 1", state)
+	}
+	// 3800 keys at 95% load: 1000 → 1024 buckets; the first layer's share
+	// of 0.01 is 0.002: 12-bit fingerprints. TestCuckooFormatPinned has
+	// this key's fingerprint (1275) and first bucket (159) at that size.
+	got, err := client.BitField(ctx, "{pin:0}:slots:0", "GET", "u12", 159*4*12).Result()
+	if err != nil || len(got) != 1 || got[0] != 1275 {
+		t.Errorf("slot 0 of bucket 159 = %v, %v; want fingerprint 1275", got, err)
+	}
+	if n, _ := client.StrLen(ctx, "{pin:0}:slots:0").Result(); n != 1024*4*12/8 {
+		t.Errorf("layer 0 string is %d bytes, want %d", n, 1024*4*12/8)
+	}
+}
