@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/testsite"
+)
+
+// build compiles a command of this module into dir and returns its path.
+func build(tb testing.TB, dir, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sievecrawl/sieve/"+pkg).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// crawlerBinary builds the crawler once per test process.
+func crawlerBinary(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "sieve-e2e-bin")
+		if buildErr == nil {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "crawler"), "github.com/sievecrawl/sieve/cmd/crawler").CombinedOutput()
+			if err != nil {
+				buildErr = &buildError{err, out}
+			}
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "crawler")
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + string(e.out) }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func startSite(tb testing.TB, opts testsite.Options) *testsite.Site {
+	tb.Helper()
+	s, err := testsite.New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// testRunFlags are crawl settings for a loopback test site: no politeness
+// delay, quick retries, a depth that bounds the calendar trap.
+func testRunFlags(maxDepth int) []string {
+	return []string{
+		"--crawl-host-delay", "0", "--crawl-host-parallel", "4",
+		"--crawl-retry-backoff", "100ms", "--crawl-max-retries", "2",
+		"--crawl-max-depth", strconv.Itoa(maxDepth), "--crawl-lease-ttl", "3s",
+		"--filter-capacity", "100000", "--progress", "never", "--log-level", "warn",
+	}
+}
+
+// runCrawler runs the crawler binary to its end and decodes its --json
+// summary.
+func runCrawler(tb testing.TB, ctx context.Context, bin string, args ...string) runSummary {
+	tb.Helper()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--json")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = cleanEnv()
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("crawler %q: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	var sum runSummary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		tb.Fatalf("crawler summary: %v\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	return sum
+}
+
+// cleanEnv is the environment without SIEVE_ and COLLY_ variables, so the
+// test's settings are only its flags.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SIEVE_") && !strings.HasPrefix(kv, "COLLY_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// checkPlan asserts the fetch counts of a finished crawl of site, made of
+// runs crawler runs (a URL being retried when a run stops gets a fresh
+// retry budget in the next one).
+func checkPlan(t *testing.T, site *testsite.Site, maxDepth, retries, runs int) {
+	t.Helper()
+	plan := site.Plan(maxDepth)
+	got := site.Fetches()
+	for _, p := range plan.Once {
+		if got[p] != 1 {
+			t.Errorf("%s%s fetched %d times, want 1 (requests %q)", site.Host(), p, got[p], site.Requests(p))
+		}
+	}
+	for _, p := range plan.Never {
+		if got[p] != 0 {
+			t.Errorf("%s%s (disallowed or not a link) fetched %d times, want 0", site.Host(), p, got[p])
+		}
+	}
+	for _, p := range plan.Broken {
+		if got[p] < 1+retries || got[p] > runs*(1+retries) {
+			t.Errorf("%s%s (always 500) fetched %d times, want %d (up to %d over %d runs)", site.Host(), p, got[p], 1+retries, runs*(1+retries), runs)
+		}
+	}
+	for _, p := range plan.Flaky {
+		if got[p] != 2 {
+			t.Errorf("%s%s (503 once) fetched %d times, want 2", site.Host(), p, got[p])
+		}
+	}
+	known := map[string]bool{"/robots.txt": true}
+	for _, p := range append(append(append(append([]string{}, plan.Once...), plan.Never...), plan.Broken...), plan.Flaky...) {
+		known[p] = true
+	}
+	cal := 0
+	var unexpected []string
+	for p, n := range got {
+		switch {
+		case strings.HasPrefix(p, "/calendar/"):
+			cal += n
+			if n != 1 {
+				t.Errorf("%s%s fetched %d times, want 1", site.Host(), p, n)
+			}
+		case !known[p]:
+			unexpected = append(unexpected, p)
+		}
+	}
+	if cal != plan.Calendar {
+		t.Errorf("calendar trap: %d months fetched, want %d (max depth %d)", cal, plan.Calendar, maxDepth)
+	}
+	sort.Strings(unexpected)
+	if len(unexpected) > 0 {
+		t.Errorf("%s: unexpected paths fetched: %q", site.Host(), unexpected)
+	}
+	if n := site.OffScopeFetches(); n != 0 {
+		t.Errorf("off-scope host of %s fetched %d times, want 0", site.Host(), n)
+	}
+}
+
+// siteRequests counts the requests a site served, robots.txt apart.
+func siteRequests(sites ...*testsite.Site) (pages, robots int64) {
+	for _, s := range sites {
+		for p, n := range s.Fetches() {
+			if p == "/robots.txt" {
+				robots += int64(n)
+			} else {
+				pages += int64(n)
+			}
+		}
+	}
+	return pages, robots
+}
+
+// checkAccounting asserts that the runs' counts add up: every admitted URL
+// was handled once (fetched, refused by robots.txt, or skipped), every
+// response was counted, every link published reached dedup.
+func checkAccounting(t *testing.T, sums []runSummary, seeds int64, sites ...*testsite.Site) {
+	t.Helper()
+	var fetched, retried, robots, skipped, admitted, links, dedupLinks, dedupPages, published, dups, rejected int64
+	for _, s := range sums {
+		c := s.Crawler
+		fetched += c.Fetched
+		retried += crawl.Sum(c.Retried)
+		robots += c.Failed[crawl.ReasonRobots]
+		skipped += crawl.Sum(c.Skipped)
+		links += c.Links
+		published += c.Published
+		if s.Dedup != nil {
+			admitted += s.Dedup.Totals.Admitted
+			dedupLinks += s.Dedup.Totals.Links
+			dedupPages += s.Dedup.Totals.Pages
+			dups += s.Dedup.Totals.Duplicates
+			rejected += s.Dedup.Totals.RejectedTotal()
+		}
+		if s.Left == nil || s.Left.Frontier != 0 || s.Left.Discovered != 0 {
+			t.Errorf("run ended (%s) with messages left: %+v", s.End, s.Left)
+		}
+	}
+	served, _ := siteRequests(sites...)
+	if fetched != served {
+		t.Errorf("crawlers counted %d responses, the sites served %d requests", fetched, served)
+	}
+	if handled := fetched - retried + robots + skipped; admitted != handled {
+		t.Errorf("dedup admitted %d URLs, crawlers handled %d (fetched %d − retries %d + robots.txt refusals %d + skipped %d)",
+			admitted, handled, fetched, retried, robots, skipped)
+	}
+	if dedupLinks != links+seeds {
+		t.Errorf("dedup received %d links, crawlers published %d (+%d seeds)", dedupLinks, links, seeds)
+	}
+	if dedupLinks != admitted+dups+rejected {
+		t.Errorf("dedup: %d links ≠ %d admitted + %d duplicates + %d rejected", dedupLinks, admitted, dups, rejected)
+	}
+	t.Logf("runs: fetched %d (retries %d), admitted %d, links %d, duplicates dropped %d, rejected %d, robots refusals %d",
+		fetched, retried, admitted, dedupLinks, dups, rejected, robots)
+	_ = dedupPages
+	_ = published
+}
+
+// TestEmbeddedRun runs `crawler run --embedded` twice over one data
+// directory: the first run stops at a page limit, the second continues
+// where it stopped. Together they fetch every in-scope, allowed page of the
+// site exactly once.
+func TestEmbeddedRun(t *testing.T) {
+	bin := crawlerBinary(t)
+	site := startSite(t, testsite.Options{Pages: 200})
+	const maxDepth = 8
+	if site.Depth()+2 > maxDepth {
+		t.Fatalf("site depth %d too close to max depth %d", site.Depth(), maxDepth)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	data := t.TempDir()
+	args := append([]string{"run", "--embedded", "--seed", site.URL, "--data-dir", data, "--idle-exit", "1s"}, testRunFlags(maxDepth)...)
+
+	first := runCrawler(t, ctx, bin, append(args, "--crawl-max-pages", "60")...)
+	if first.End != "max pages reached" || first.Crawler.Fetched > 60 || first.Crawler.Fetched < 30 {
+		t.Fatalf("first run: ended %q after %d fetches, want max pages reached at ≤ 60", first.End, first.Crawler.Fetched)
+	}
+	if _, err := os.Stat(filepath.Join(data, "seen.bloom")); err != nil {
+		t.Fatalf("filter snapshot after the first run: %v", err)
+	}
+	second := runCrawler(t, ctx, bin, args...)
+	if second.End != "frontier empty" {
+		t.Fatalf("second run ended %q, want frontier empty", second.End)
+	}
+	if second.Dedup == nil || second.Dedup.Totals.Duplicates == 0 {
+		t.Errorf("second run: the seed again must be a duplicate; dedup %+v", second.Dedup)
+	}
+	checkPlan(t, site, maxDepth, 2, 2)
+	// The first run left its unfinished messages for the second: its
+	// dedup counts cover only what it admitted, so count over both.
+	first.Left = &crawl.Depth{} // it stopped early on purpose
+	checkAccounting(t, []runSummary{first, second}, 2, site)
+	_, robots := siteRequests(site)
+	if robots != 2 {
+		t.Errorf("robots.txt fetched %d times over 2 runs, want 2 (cached within a run)", robots)
+	}
+}

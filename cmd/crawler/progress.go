@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/stats"
+)
+
+// progress shows a live status line: on a terminal it is redrawn in place,
+// elsewhere (mode always) a line is written every 10 seconds.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	on    bool
+	c     *crawl.Crawler
+	p     *pipeline
+	topo  frontier.Topology
+	start time.Time
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newProgress(mode string, w io.Writer, c *crawl.Crawler, p *pipeline, topo frontier.Topology) *progress {
+	tty := isTerminal(w)
+	return &progress{w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (pr *progress) begin(ctx context.Context) {
+	pr.start = time.Now()
+	if !pr.on {
+		return
+	}
+	ctx, pr.cancel = context.WithCancel(ctx)
+	every := 10 * time.Second
+	if pr.tty {
+		every = 250 * time.Millisecond
+	}
+	pr.wg.Add(1)
+	go func() {
+		defer pr.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		type sample struct {
+			at time.Time
+			n  int64
+		}
+		var window []sample
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			st := pr.c.Stats()
+			now := time.Now()
+			window = append(window, sample{now, st.Fetched})
+			for len(window) > 2 && now.Sub(window[0].at) > 3*time.Second {
+				window = window[1:]
+			}
+			rate := 0.0
+			if d := now.Sub(window[0].at).Seconds(); d > 0 {
+				rate = float64(st.Fetched-window[0].n) / d
+			}
+			line := pr.line(ctx, st, rate)
+			if pr.tty {
+				fmt.Fprintf(pr.w, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(pr.w, line)
+			}
+		}
+	}()
+}
+
+func (pr *progress) line(ctx context.Context, st crawl.Stats, rate float64) string {
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	queue := "?"
+	if d, err := crawl.QueueDepth(qctx, pr.p.js, pr.topo); err == nil {
+		queue = count(int64(d.Frontier))
+	}
+	dups := "n/a"
+	if pr.p.dedup != nil {
+		if snap, err := pr.p.dedup.Snapshot(qctx, 0); err == nil {
+			dups = count(snap.Totals.Duplicates)
+		}
+	}
+	return fmt.Sprintf("fetched %s (%.1f/s) · queue %s · duplicates dropped %s · failed %s · in flight %d",
+		count(st.Fetched), rate, queue, dups, count(crawl.Sum(st.Failed)), st.InFlight)
+}
+
+func (pr *progress) end() {
+	if pr.cancel == nil {
+		return
+	}
+	pr.cancel()
+	pr.wg.Wait()
+	if pr.tty {
+		fmt.Fprint(pr.w, "\r\033[K")
+	}
+}
+
+// runSummary is what a run did, printed as a table or as JSON (--json).
+type runSummary struct {
+	End     string          `json:"end"` // why the run ended
+	Seconds float64         `json:"seconds"`
+	Crawler crawl.Stats     `json:"crawler"`
+	Dedup   *stats.Snapshot `json:"dedup,omitempty"`  // embedded mode, or with Redis stats
+	Filter  *dedup.Stats    `json:"filter,omitempty"` // embedded mode
+	Left    *crawl.Depth    `json:"left,omitempty"`   // messages left in the streams
+}
+
+func summarize(ctx context.Context, c *crawl.Crawler, p *pipeline, topo frontier.Topology, elapsed time.Duration, end string) runSummary {
+	sum := runSummary{End: end, Seconds: elapsed.Seconds(), Crawler: c.Stats()}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if p.dedup != nil {
+		if snap, err := p.dedup.Snapshot(qctx, 5); err == nil {
+			sum.Dedup = &snap
+		}
+	}
+	if fs, ok := p.filter.(filterStats); ok {
+		if fst, err := fs.Stats(qctx); err == nil {
+			sum.Filter = &fst
+		}
+	}
+	if d, err := crawl.QueueDepth(qctx, p.js, topo); err == nil {
+		sum.Left = &d
+	}
+	return sum
+}
+
+func (sum runSummary) print(w io.Writer, crawlID string) {
+	st := sum.Crawler
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(label string, n int64, note string) {
+		fmt.Fprintf(tw, "%s\t%s\t  %s\n", label, count(n), note)
+	}
+	fmt.Fprintf(w, "\nSieve crawl %q: %s after %.1fs\n\n", crawlID, sum.End, sum.Seconds)
+	row("fetched", st.Fetched, fmt.Sprintf("%.1f/s", float64(st.Fetched)/max(sum.Seconds, 1e-9)))
+	row("HTML pages", st.Pages, "")
+	row("other files", st.Files, "not parsed")
+	row("redirects", st.Redirects, "targets sent through dedup")
+	row("failed", crawl.Sum(st.Failed), breakdown(st.Failed))
+	row("retried", crawl.Sum(st.Retried), breakdown(st.Retried))
+	row("skipped", crawl.Sum(st.Skipped), breakdown(st.Skipped))
+	row("links published", st.Links, fmt.Sprintf("in %s page messages", count(st.Published)))
+	row("links dropped", crawl.Sum(st.Dropped), breakdown(st.Dropped))
+	if sum.Dedup != nil {
+		t := sum.Dedup.Totals
+		row("dedup: links in", t.Links, fmt.Sprintf("from %s pages", count(t.Pages)))
+		row("admitted", t.Admitted, "new URLs put on the frontier")
+		row("duplicates dropped", t.Duplicates, "")
+		row("rejected", t.RejectedTotal(), breakdown(t.Rejected))
+	}
+	if f := sum.Filter; f != nil {
+		row("filter: URLs", int64(f.Items), fmt.Sprintf("%s, %d layer(s), est. FPP %.2g, %s", f.Kind, len(f.Layers), f.EstimatedFPP, bytesText(f.MemoryBytes)))
+	}
+	if sum.Left != nil {
+		row("left on frontier", int64(sum.Left.Frontier), "")
+	}
+	tw.Flush()
+}
+
+func breakdown[K ~string](m map[K]int64) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if m[k] != 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", k, count(m[k])))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// count formats n with thousands separators.
+func count(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+func bytesText(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/testsite"
+)
+
+// seedCommand adds s.Seed to the crawl s.Crawl.ID.
+func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
+	nc, err := s.NATS.Connect("sieve-crawler-seed")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := crawl.Seed(ctx, js, topology(s.Frontier), s.Crawl.ID, s.Seed); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seeded %d URL(s) into crawl %q\n", len(s.Seed), s.Crawl.ID)
+	return nil
+}
+
+// runCommand crawls: against an external NATS, or with the whole pipeline
+// embedded.
+func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io.Writer) error {
+	logger := newLogger(s, stderr)
+	if s.Demo {
+		site, err := testsite.New(testsite.Options{Pages: 300})
+		if err != nil {
+			return err
+		}
+		defer site.Close()
+		s.Seed = append(s.Seed, site.URL)
+		// The demo site is our own, on loopback: no need to be gentle.
+		s.Crawl.HostDelay = 0
+		s.Crawl.HostParallel = max(s.Crawl.HostParallel, 8)
+		s.Crawl.RetryBackoff = min(s.Crawl.RetryBackoff, 500*time.Millisecond)
+		fmt.Fprintf(stderr, "demo site: %s (300 pages, and the traps real sites set)\n", site.URL)
+	}
+	if s.Embedded && s.IdleExit == 0 {
+		s.IdleExit = 3 * time.Second
+	}
+
+	var p *pipeline
+	var err error
+	if s.Embedded {
+		p, err = startEmbedded(ctx, s, logger)
+	} else {
+		p, err = connect(s)
+	}
+	if err != nil {
+		return err
+	}
+	defer p.close()
+
+	topo := topology(s.Frontier)
+	if len(s.Seed) > 0 {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := crawl.Seed(sctx, p.js, topo, s.Crawl.ID, s.Seed)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	opts := s.crawlOptions()
+	opts.Logger = logger
+	opts.Exclusive = s.Embedded
+	c, err := crawl.New(p.js, opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	start := time.Now()
+	prog := newProgress(s.Progress, stderr, c, p, topo)
+	prog.begin(ctx)
+	err = c.Run(ctx)
+	prog.end()
+	elapsed := time.Since(start)
+	end := "stopped"
+	switch {
+	case errors.Is(err, crawl.ErrIdle):
+		end, err = "frontier empty", nil
+	case errors.Is(err, crawl.ErrMaxPages):
+		end, err = "max pages reached", nil
+	}
+	if err != nil {
+		return err
+	}
+	sum := summarize(ctx, c, p, topo, elapsed, end)
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(sum)
+	}
+	sum.print(stdout, s.Crawl.ID)
+	return nil
+}
+
+// pipeline is the NATS the crawler talks to, external or embedded with its
+// dedup worker.
+type pipeline struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	dedup   dedupStats      // nil when the workers run elsewhere
+	filter  frontier.Filter // the embedded worker's filter, nil otherwise
+	closers []func() error
+}
+
+func (p *pipeline) close() error {
+	var errs []error
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		errs = append(errs, p.closers[i]())
+	}
+	p.closers = nil
+	return errors.Join(errs...)
+}
+
+func connect(s settings) (*pipeline, error) {
+	nc, err := s.NATS.Connect("sieve-crawler")
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &pipeline{nc: nc, js: js, closers: []func() error{func() error { nc.Close(); return nil }}}, nil
+}
+
+func newLogger(s settings, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(s.Log.Level))
+	o := &slog.HandlerOptions{Level: level}
+	if s.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/frontier"
+)
+
+// settings is everything the crawler reads; package config fills it from
+// the YAML file, SIEVE_* variables and flags.
+type settings struct {
+	config.Config `yaml:",inline"`
+	Crawl         crawlSettings `yaml:"crawl"`
+
+	Embedded bool          `yaml:"embedded" help:"run the whole pipeline in this process: an embedded NATS server with JetStream and a dedup worker, storing everything under data_dir (the filter in memory, snapshotted there, unless redis.url is set)"`
+	Demo     bool          `yaml:"demo" help:"crawl the bundled demo site, served on loopback by this process (implies embedded unless nats.url is given explicitly)"`
+	Seed     []string      `yaml:"seed" help:"URLs to seed the crawl with before crawling (comma-separated)"`
+	IdleExit time.Duration `yaml:"idle_exit" help:"end the run when the frontier has been empty with nothing in flight for this long, printing a summary; 0: run until stopped (embedded runs default to 3s)"`
+	DataDir  string        `yaml:"data_dir" help:"directory of the embedded mode's NATS store and filter snapshot"`
+	Progress string        `yaml:"progress" help:"live progress: auto (on a terminal), always or never"`
+}
+
+// crawlSettings is the crawl section: what the crawler fetches and how.
+type crawlSettings struct {
+	ID              string        `yaml:"id" help:"crawl id, 1-64 of [A-Za-z0-9_-]: the crawl that seed adds to and whose scope applies"`
+	UserAgent       string        `yaml:"user_agent" help:"User-Agent header; its product token (before the first /) is matched against robots.txt groups"`
+	Scope           string        `yaml:"scope" help:"hosts followed from the seeds: host (the seeds' host names), domain (their registrable domains) or any"`
+	AllowDomains    []string      `yaml:"allow_domains" help:"further domains followed (example.org also allows its subdomains)"`
+	DenyDomains     []string      `yaml:"deny_domains" help:"domains never followed, whatever the scope"`
+	AllowAddresses  []string      `yaml:"allow_addresses" help:"host names, IPs or CIDR prefixes that may be fetched although loopback, private or link-local (seed hosts are allowed anyway)"`
+	MaxDepth        int           `yaml:"max_depth" help:"deepest page fetched, in links from a seed (seeds are 0)"`
+	MaxPages        int64         `yaml:"max_pages" help:"stop this crawler after this many fetches; the rest stays queued; 0: no limit"`
+	HostParallel    int           `yaml:"host_parallel" help:"requests in flight to one host at a time"`
+	HostDelay       time.Duration `yaml:"host_delay" help:"pause between the starts of two requests to one host (a longer robots.txt Crawl-delay wins); 0: none"`
+	MaxCrawlDelay   time.Duration `yaml:"max_crawl_delay" help:"longest robots.txt Crawl-delay or Retry-After honoured between requests to a host"`
+	Parallel        int           `yaml:"parallel" help:"requests in flight over all hosts"`
+	RequestTimeout  time.Duration `yaml:"request_timeout" help:"limit on one request, body included"`
+	MaxBodySize     config.Bytes  `yaml:"max_body_size" help:"bytes of a page read; longer pages are cut"`
+	IgnoreRobots    bool          `yaml:"ignore_robots" help:"do not read robots.txt (only for sites you own)"`
+	Canonical       bool          `yaml:"canonical" help:"also follow <link rel=canonical>"`
+	Frames          bool          `yaml:"frames" help:"also follow <frame src> and <iframe src>"`
+	InFlight        int           `yaml:"in_flight" help:"frontier messages held at once (waiting for their host or being fetched)"`
+	MaxRetries      int           `yaml:"max_retries" help:"retries of a URL failing temporarily (timeout, network, 5xx, 429)"`
+	RetryBackoff    time.Duration `yaml:"retry_backoff" help:"wait before the first retry, doubled for each next one (a longer Retry-After wins)"`
+	MaxRetryDelay   time.Duration `yaml:"max_retry_delay" help:"longest wait before a retry"`
+	AckWait         time.Duration `yaml:"ack_wait" help:"time a crawler that went silent keeps its frontier messages before they go to another"`
+	LeaseTTL        time.Duration `yaml:"lease_ttl" help:"time a crawler that went silent keeps its frontier partitions (hosts) before others take them"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, time allowed to finish the fetches in hand"`
+}
+
+func defaultSettings() settings {
+	cfg := config.Default()
+	cfg.HTTP.Addr = "" // the crawler serves no status page
+	return settings{
+		Config: cfg,
+		Crawl: crawlSettings{
+			ID:              "default",
+			UserAgent:       crawl.DefaultUserAgent,
+			Scope:           string(crawl.ScopeHost),
+			MaxDepth:        16,
+			HostParallel:    1,
+			HostDelay:       time.Second,
+			MaxCrawlDelay:   time.Minute,
+			Parallel:        64,
+			RequestTimeout:  30 * time.Second,
+			MaxBodySize:     10 << 20,
+			InFlight:        256,
+			MaxRetries:      3,
+			RetryBackoff:    5 * time.Second,
+			MaxRetryDelay:   5 * time.Minute,
+			AckWait:         time.Minute,
+			LeaseTTL:        15 * time.Second,
+			ShutdownTimeout: 10 * time.Second,
+		},
+		DataDir:  "sieve-data",
+		Progress: "auto",
+	}
+}
+
+// validate checks the crawler's own settings; the shared ones are checked by
+// config.Config.Validate.
+func (s settings) validate() error {
+	var errs []error
+	bad := func(field, msg string) { errs = append(errs, &config.FieldError{Field: field, Err: errors.New(msg)}) }
+	c := s.Crawl
+	if !frontier.ValidCrawl(c.ID) {
+		bad("crawl.id", "want 1-64 of [A-Za-z0-9_-], got "+c.ID)
+	}
+	if c.UserAgent == "" {
+		bad("crawl.user_agent", "must not be empty")
+	}
+	if err := s.scope().Validate(); err != nil {
+		bad("crawl.scope", err.Error())
+	}
+	positive := map[string]int64{
+		"crawl.max_depth": int64(c.MaxDepth), "crawl.host_parallel": int64(c.HostParallel),
+		"crawl.parallel": int64(c.Parallel), "crawl.in_flight": int64(c.InFlight),
+		"crawl.max_body_size": int64(c.MaxBodySize), "crawl.request_timeout": int64(c.RequestTimeout),
+		"crawl.retry_backoff": int64(c.RetryBackoff), "crawl.max_retry_delay": int64(c.MaxRetryDelay),
+		"crawl.max_crawl_delay": int64(c.MaxCrawlDelay), "crawl.shutdown_timeout": int64(c.ShutdownTimeout),
+	}
+	for _, f := range sortedKeys(positive) {
+		if positive[f] <= 0 {
+			bad(f, "must be positive")
+		}
+	}
+	if c.MaxPages < 0 {
+		bad("crawl.max_pages", "must be ≥ 0")
+	}
+	if c.MaxRetries < 0 {
+		bad("crawl.max_retries", "must be ≥ 0")
+	}
+	if c.HostDelay < 0 {
+		bad("crawl.host_delay", "must be ≥ 0")
+	}
+	if c.AckWait < 3*time.Second {
+		bad("crawl.ack_wait", "must be at least 3s")
+	}
+	if c.LeaseTTL < 3*time.Second {
+		bad("crawl.lease_ttl", "must be at least 3s")
+	}
+	if s.IdleExit < 0 {
+		bad("idle_exit", "must be ≥ 0")
+	}
+	switch s.Progress {
+	case "auto", "always", "never":
+	default:
+		bad("progress", "want auto, always or never, got "+s.Progress)
+	}
+	if s.Embedded && s.DataDir == "" {
+		bad("data_dir", "must be set in embedded mode")
+	}
+	if len(s.Seed) > 0 {
+		if err := crawl.CheckSeeds(s.Seed); err != nil {
+			bad("seed", err.Error())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s settings) scope() crawl.Scope {
+	return crawl.Scope{Mode: crawl.ScopeMode(s.Crawl.Scope), Allow: s.Crawl.AllowDomains, Deny: s.Crawl.DenyDomains}
+}
+
+// topology maps the frontier section onto the streams' shape.
+func topology(f config.Frontier) frontier.Topology {
+	storage := jetstream.FileStorage
+	if f.Storage == "memory" {
+		storage = jetstream.MemoryStorage
+	}
+	return frontier.Topology{
+		Prefix:             f.Prefix,
+		Partitions:         f.Partitions,
+		DuplicateWindow:    f.DuplicateWindow,
+		Limits:             frontier.Limits{MaxBytes: int(f.MaxMessageBytes), MaxLinks: f.MaxLinks},
+		FrontierMaxMsgs:    f.FrontierMaxMsgs,
+		FrontierMaxBytes:   int64(f.FrontierMaxBytes),
+		DiscoveredMaxBytes: int64(f.DiscoveredMaxBytes),
+		Replicas:           f.Replicas,
+		Storage:            storage,
+		AckWait:            f.AckWait,
+		MaxAckPending:      f.MaxAckPending,
+	}
+}
+
+// crawlOptions maps the settings onto the crawler's options.
+func (s settings) crawlOptions() crawl.Options {
+	c := s.Crawl
+	delay := c.HostDelay
+	if delay == 0 {
+		delay = -1 // none
+	}
+	retries := c.MaxRetries
+	if retries == 0 {
+		retries = -1 // none
+	}
+	return crawl.Options{
+		Topology: topology(s.Frontier),
+		Fetcher: crawl.FetcherOptions{
+			UserAgent:      c.UserAgent,
+			RequestTimeout: c.RequestTimeout,
+			MaxBodySize:    int64(c.MaxBodySize),
+			HostParallel:   c.HostParallel,
+			HostDelay:      delay,
+			MaxParallel:    c.Parallel,
+			MaxCrawlDelay:  c.MaxCrawlDelay,
+			IgnoreRobots:   c.IgnoreRobots,
+			MaxLinks:       s.Frontier.MaxLinks,
+			Canonical:      c.Canonical,
+			Frames:         c.Frames,
+			AllowAddresses: c.AllowAddresses,
+		},
+		Scope:           s.scope(),
+		MaxDepth:        c.MaxDepth,
+		MaxPages:        c.MaxPages,
+		InFlight:        c.InFlight,
+		MaxRetries:      retries,
+		RetryBackoff:    c.RetryBackoff,
+		MaxRetryDelay:   c.MaxRetryDelay,
+		AckWait:         c.AckWait,
+		LeaseTTL:        c.LeaseTTL,
+		IdleExit:        s.IdleExit,
+		ShutdownTimeout: c.ShutdownTimeout,
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
