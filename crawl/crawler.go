@@ -151,9 +151,10 @@ type Crawler struct {
 
 // partitionRun is the pulling of one owned partition.
 type partitionRun struct {
-	ctx      context.Context // ends when the partition is given back, lost, or the run ends: waiting jobs hand their message back
+	ctx      context.Context // ends when the partition is lost or the run ends: waiting jobs hand their message back
 	cancel   context.CancelFunc
-	done     chan struct{} // closed when the puller returned
+	stopPull context.CancelFunc // stops the puller only (giving the partition back: jobs in hand finish)
+	done     chan struct{}      // closed when the puller returned
 	jobs     sync.WaitGroup
 	draining chan struct{} // non-nil while giving back: closed once the jobs in hand are done
 }
@@ -380,7 +381,7 @@ func (c *Crawler) balance(ctx context.Context) error {
 		active = active[:len(active)-1]
 		r := c.owned[p]
 		r.draining = make(chan struct{})
-		r.cancel()
+		r.stopPull()
 		go func() {
 			<-r.done
 			r.jobs.Wait()
@@ -434,14 +435,15 @@ func (c *Crawler) startPartition(ctx context.Context, p int) error {
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	context.AfterFunc(c.jobCtx, cancel)
-	r := &partitionRun{ctx: pctx, cancel: cancel, done: make(chan struct{})}
+	pullCtx, stopPull := context.WithCancel(pctx)
+	r := &partitionRun{ctx: pctx, cancel: cancel, stopPull: stopPull, done: make(chan struct{})}
 	c.mu.Lock()
 	c.owned[p] = r
 	c.mu.Unlock()
 	c.opts.Logger.Debug("took partition", "partition", p)
 	go func() {
 		defer close(r.done)
-		c.pull(pctx, p, cons, r)
+		c.pull(pullCtx, p, cons, r)
 	}()
 	return nil
 }

@@ -3,91 +3,58 @@ package crawl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/normalize"
+	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/testsite"
 )
 
-// testPipeline is a real NATS server with the pipeline's streams, and an
-// admission loop standing in for the dedup worker: it canonicalizes links
-// and lets each canonical URL through once, publishing frontier entries.
+// testPipeline is a real NATS server with the pipeline's streams and a real
+// dedup worker (in memory) admitting what the crawler discovers.
 type testPipeline struct {
-	js   jetstream.JetStream
-	topo frontier.Topology
-
-	mu       sync.Mutex
-	admitted map[string]int
+	js    jetstream.JetStream
+	topo  frontier.Topology
+	stats *stats.Memory
 }
 
 func startPipeline(tb testing.TB, topo frontier.Topology) *testPipeline {
 	tb.Helper()
 	srv := natstest.Start(tb, natstest.Options{})
-	js := srv.JetStream()
+	p := &testPipeline{js: srv.JetStream(), topo: topo.WithDefaults(), stats: stats.NewMemory()}
+	filter, err := dedup.NewScalableBloom(dedup.ScalableOptions{Growth: dedup.Growth{InitialCapacity: 100_000, TargetFPP: 1e-6}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	canon, err := normalize.New(normalize.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w, err := frontier.NewWorker(srv.Conn(), filter, canon, p.stats, frontier.WorkerOptions{Topology: topo, StatsInterval: 50 * time.Millisecond})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &testPipeline{js: js, topo: topo.WithDefaults(), admitted: map[string]int{}}
-	if err := p.topo.Ensure(ctx, js); err != nil {
-		tb.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, p.topo.DiscoveredStream(), p.topo.Consumer())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			batch, err := cons.Fetch(64, jetstream.FetchMaxWait(200*time.Millisecond))
-			if err != nil {
-				continue
-			}
-			for msg := range batch.Messages() {
-				p.admit(ctx, tb, msg)
-			}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("dedup worker: %v", err)
 		}
-	}()
-	tb.Cleanup(func() { cancel(); <-done })
+		w.Close()
+	})
 	return p
-}
-
-func (p *testPipeline) admit(ctx context.Context, tb testing.TB, msg jetstream.Msg) {
-	d, err := frontier.DecodeDiscovered(msg.Data(), frontier.Limits{})
-	if err != nil {
-		tb.Errorf("crawler published an undecodable message: %v", err)
-		msg.Term()
-		return
-	}
-	for _, l := range d.Links {
-		c, err := normalize.URL(l)
-		if err != nil {
-			continue
-		}
-		p.mu.Lock()
-		p.admitted[c]++
-		first := p.admitted[c] == 1
-		p.mu.Unlock()
-		if !first {
-			continue
-		}
-		u, _ := url.Parse(c)
-		e := frontier.Entry{Crawl: d.Crawl, URL: c, Depth: d.LinkDepth(), From: d.URL}
-		data, _ := e.Encode()
-		subj := p.topo.FrontierSubject(d.Crawl, p.topo.Partition(u.Hostname()))
-		if _, err := p.js.Publish(ctx, subj, data, jetstream.WithMsgID(frontier.MsgID(c))); err != nil {
-			tb.Errorf("publish entry: %v", err)
-		}
-	}
-	msg.Ack()
 }
 
 func newCrawler(tb testing.TB, js jetstream.JetStream, opts Options) *Crawler {
@@ -223,4 +190,147 @@ func (w tbWriter) Write(p []byte) (int, error) {
 	w.tb.Helper()
 	w.tb.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestCrawlersSharePartitions runs two crawlers over two sites whose hosts
+// fall in different partitions: each crawler ends up owning one partition,
+// each host is crawled by one crawler at a time (never two requests at once
+// with HostParallel 1), and every page is fetched once.
+func TestCrawlersSharePartitions(t *testing.T) {
+	topo := frontier.Topology{Partitions: 2}.WithDefaults()
+	addr := ""
+	for i := 3; i < 40 && addr == ""; i++ {
+		if a := fmt.Sprintf("127.0.0.%d", i); topo.Partition(a) != topo.Partition("localhost") {
+			addr = a
+		}
+	}
+	siteA := startSite(t, testsite.Options{Pages: 60, Latency: 2 * time.Millisecond})
+	siteB := startSite(t, testsite.Options{Pages: 60, Latency: 2 * time.Millisecond, Addr: addr})
+	const maxDepth = 6
+	p := startPipeline(t, topo)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if err := Seed(ctx, p.js, topo, "two", []string{siteA.URL, siteB.URL}); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOptions(topo, maxDepth)
+	opts.Fetcher.HostParallel = 1
+	opts.IdleExit = 2 * time.Second
+	var crawlers []*Crawler
+	errs := make(chan error, 2)
+	for i := range 2 {
+		o := opts
+		o.ID = fmt.Sprintf("crawler-%d", i)
+		o.Fetcher.UserAgent = fmt.Sprintf("SieveBot-%d/1.0", i)
+		c := newCrawler(t, p.js, o)
+		crawlers = append(crawlers, c)
+		go func() { errs <- c.Run(ctx) }()
+	}
+	// Both crawlers come to own one partition each.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a, b := crawlers[0].Stats().Partitions, crawlers[1].Stats().Partitions
+		if len(a) == 1 && len(b) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partitions never balanced: %v and %v", a, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrIdle) {
+			t.Errorf("Run = %v, want %v", err, ErrIdle)
+		}
+	}
+	for _, site := range []*testsite.Site{siteA, siteB} {
+		checkPlan(t, site, site.Plan(maxDepth), 2)
+		if n, reqs := site.MaxInFlight(); n != 1 {
+			t.Errorf("%s served %d requests at once: %q", site.Host(), n, reqs)
+		}
+	}
+	var fetched int64
+	for i, c := range crawlers {
+		st := c.Stats()
+		fetched += st.Fetched
+		t.Logf("crawler %d fetched %d", i, st.Fetched)
+	}
+	served := 0
+	for _, site := range []*testsite.Site{siteA, siteB} {
+		for path, n := range site.Fetches() {
+			if path != "/robots.txt" {
+				served += n
+			}
+		}
+	}
+	if fetched != int64(served) {
+		t.Errorf("crawlers counted %d responses, sites served %d", fetched, served)
+	}
+}
+
+// TestCrawlerStopsGracefully stops a crawler in the middle of a crawl: it
+// returns promptly, gives its partitions back, and a second crawler
+// finishes the crawl without fetching any page twice.
+func TestCrawlerStopsGracefully(t *testing.T) {
+	site := startSite(t, testsite.Options{Pages: 120, Latency: 5 * time.Millisecond})
+	topo := frontier.Topology{Partitions: 4}
+	p := startPipeline(t, topo)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if err := Seed(ctx, p.js, topo, "stop", []string{site.URL}); err != nil {
+		t.Fatal(err)
+	}
+	const maxDepth = 8
+	opts := fastOptions(topo, maxDepth)
+	opts.Fetcher.HostParallel = 2
+	opts.MaxRetries = -1 // a retried URL counts its deliveries, interrupted ones too
+	first := newCrawler(t, p.js, opts)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- first.Run(runCtx) }()
+	for deadline := time.Now().Add(30 * time.Second); first.Stats().Fetched < 40; {
+		if time.Now().After(deadline) {
+			t.Fatal("first crawler never got going")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel = %v, want nil", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if st := first.Stats(); st.InFlight != 0 || len(st.Partitions) != 0 {
+		t.Fatalf("after Run: in flight %d, partitions %v", st.InFlight, st.Partitions)
+	}
+	kv, err := p.js.KeyValue(ctx, leaseBucket(p.topo.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.topo.Partitions {
+		if e, err := kv.Get(ctx, partitionKey(i)); err == nil {
+			t.Errorf("partition %d still leased to %s after a graceful stop", i, e.Value())
+		}
+	}
+	firstFetched := first.Stats().Fetched
+
+	second := newCrawler(t, p.js, opts)
+	if err := second.Run(ctx); !errors.Is(err, ErrIdle) {
+		t.Fatalf("second Run = %v, want %v", err, ErrIdle)
+	}
+	got := site.Fetches()
+	plan := site.Plan(maxDepth)
+	for _, path := range plan.Once {
+		if got[path] != 1 {
+			t.Errorf("%s fetched %d times, want 1 (first crawler stopped after %d fetches)", path, got[path], firstFetched)
+		}
+	}
+	for _, path := range plan.Never {
+		if got[path] != 0 {
+			t.Errorf("%s fetched %d times, want 0", path, got[path])
+		}
+	}
 }

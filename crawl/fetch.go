@@ -368,6 +368,9 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, error)
 			return nil, &FetchError{URL: rawURL, Reason: ReasonRobotsUnavailable, Temporary: true, Err: err}
 		}
 	}
+	if err := wait.Err(); err != nil {
+		return nil, err
+	}
 	release, err := f.hosts.acquire(wait, strings.ToLower(u.Host))
 	if err != nil {
 		return nil, err
@@ -380,6 +383,10 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, error)
 	case f.parallel <- struct{}{}:
 	case <-wait.Done():
 		return nil, wait.Err()
+	}
+	if err := wait.Err(); err != nil { // both were ready: select chose at random
+		<-f.parallel
+		return nil, err
 	}
 	r, err := f.do(ctx, rawURL)
 	<-f.parallel

@@ -55,6 +55,11 @@ func (g *hostGate) acquire(ctx context.Context, host string) (release func(pause
 		leave()
 		return nil, ctx.Err()
 	}
+	if err := ctx.Err(); err != nil { // both were ready: select chose at random
+		<-s.sem
+		leave()
+		return nil, err
+	}
 	for {
 		g.mu.Lock()
 		now := time.Now()

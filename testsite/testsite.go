@@ -99,7 +99,9 @@ type Site struct {
 	agents   map[string]int // User-Agent → requests
 	inFlight int
 	maxIn    int
-	starts   []time.Time // request arrival times on the main host
+	current  map[*http.Request]string // requests being served → "agent uri"
+	overlap  []string                 // the requests in flight when maxIn was reached
+	starts   []time.Time              // request arrival times on the main host
 	closed   bool
 }
 
@@ -127,6 +129,7 @@ func New(opts Options) (*Site, error) {
 		raw:     map[string][]string{},
 		flaky:   map[string]bool{},
 		agents:  map[string]int{},
+		current: map[*http.Request]string{},
 	}
 	if opts.Addr == "127.0.0.1" {
 		s.host = "localhost:" + strconv.Itoa(l1.Addr().(*net.TCPAddr).Port)
@@ -195,6 +198,7 @@ func (s *Site) Reset() {
 	s.agents = map[string]int{}
 	s.offCount = 0
 	s.maxIn = 0
+	s.overlap = nil
 	s.starts = nil
 }
 
@@ -209,11 +213,12 @@ func (s *Site) UserAgents() map[string]int {
 	return out
 }
 
-// MaxInFlight returns the most requests the main host was serving at once.
-func (s *Site) MaxInFlight() int {
+// MaxInFlight returns the most requests the main host was serving at once,
+// and those requests ("User-Agent request-URI").
+func (s *Site) MaxInFlight() (int, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.maxIn
+	return s.maxIn, append([]string(nil), s.overlap...)
 }
 
 // MinGap returns the shortest time between the arrivals of two consecutive
@@ -310,11 +315,30 @@ func (s *Site) count(r *http.Request) (done func()) {
 		s.starts = append(s.starts, time.Now())
 	}
 	s.inFlight++
-	s.maxIn = max(s.maxIn, s.inFlight)
+	s.current[r] = r.UserAgent() + " " + r.RequestURI
+	if s.inFlight > s.maxIn {
+		s.maxIn = s.inFlight
+		s.overlap = s.overlap[:0]
+		for _, d := range s.current {
+			s.overlap = append(s.overlap, d)
+		}
+		sort.Strings(s.overlap)
+	}
+	// A request ends when its handler returns or its client goes away
+	// (a crawler that reads only the headers closes the connection).
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.inFlight--
+			delete(s.current, r)
+			s.mu.Unlock()
+		})
+	}
+	stop := context.AfterFunc(r.Context(), end)
 	return func() {
-		s.mu.Lock()
-		s.inFlight--
-		s.mu.Unlock()
+		stop()
+		end()
 	}
 }
 
