@@ -104,6 +104,7 @@ type Worker struct {
 	BackoffMax      time.Duration `yaml:"backoff_max" help:"longest pause between retries while Redis or NATS is down"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, time allowed to finish the batches in hand"`
 	StatsInterval   time.Duration `yaml:"stats_interval" help:"how often a worker adds its counts to the shared stats"`
+	SeenCache       int           `yaml:"seen_cache" help:"canonical URLs a worker remembers as held by the filter, so repeated links skip the filter call (about 20 bytes each); 0: no cache"`
 }
 
 // HTTP configures the status server (/metrics, /healthz, /readyz, /stats).
@@ -161,6 +162,7 @@ func Default() Config {
 			BackoffMax:      5 * time.Second,
 			ShutdownTimeout: 30 * time.Second,
 			StatsInterval:   time.Second,
+			SeenCache:       1_000_000,
 		},
 		HTTP: HTTP{Addr: ":8080"},
 		Log:  Log{Level: "info", Format: "text"},
@@ -353,6 +355,9 @@ func (w Worker) validate(f Frontier) []*FieldError {
 	}
 	if w.ShutdownTimeout <= 0 {
 		errs = append(errs, invalid("worker.shutdown_timeout", "must be positive, got %v", w.ShutdownTimeout))
+	}
+	if w.SeenCache < 0 {
+		errs = append(errs, invalid("worker.seen_cache", "must be ≥ 0, got %d", w.SeenCache))
 	}
 	if w.StatsInterval <= 0 {
 		errs = append(errs, invalid("worker.stats_interval", "must be positive, got %v", w.StatsInterval))

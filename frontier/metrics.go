@@ -17,6 +17,7 @@ type metrics struct {
 	retries                                         *prometheus.CounterVec
 	up                                              *prometheus.GaugeVec
 	inflight                                        prometheus.Gauge
+	cacheHits                                       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,9 +43,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while a dependency works (nats, filter, stats; frontier is 0 while the stream is full)."}, []string{"dependency"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sieve", Subsystem: "dedup", Name: "inflight_batches",
 			Help: "Batches being processed."}),
+		cacheHits: counter("seen_cache_hits_total", "Links found in the worker's cache of URLs the filter holds (no filter call)."),
 	}
 	for _, c := range []prometheus.Collector{m.pages, m.links, m.admitted, m.duplicates, m.republished, m.rejected,
-		m.poison, m.batches, m.batchSeconds, m.retries, m.up, m.inflight} {
+		m.poison, m.batches, m.batchSeconds, m.retries, m.up, m.inflight, m.cacheHits} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

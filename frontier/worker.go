@@ -66,6 +66,11 @@ type WorkerOptions struct {
 	ShutdownTimeout time.Duration
 	// StatsInterval is how often counts go to the Recorder (default 1 s).
 	StatsInterval time.Duration
+	// SeenCache is the number of canonical URLs the worker remembers as
+	// held by the filter, so that repeated links skip the filter call
+	// (default 1,000,000, about 20 MB; negative: no cache). See the package
+	// documentation.
+	SeenCache int
 	// PublishTimeout bounds the wait for a frontier publish's
 	// acknowledgement before it is retried (default 5 s).
 	PublishTimeout time.Duration
@@ -94,6 +99,9 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 	def(&o.ShutdownTimeout, 30*time.Second)
 	def(&o.StatsInterval, time.Second)
 	def(&o.PublishTimeout, 5*time.Second)
+	if o.SeenCache == 0 {
+		o.SeenCache = 1_000_000
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -129,6 +137,7 @@ type Worker struct {
 	log    *slog.Logger
 	m      *metrics
 	health *health
+	cache  *seenCache
 
 	mu         sync.Mutex
 	pending    stats.Delta // not yet given to the Recorder
@@ -164,7 +173,7 @@ func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, 
 	}
 	w := &Worker{
 		nc: nc, js: js, filter: filter, canon: canon, rec: rec, o: o, topo: o.Topology,
-		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}),
+		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}), cache: newSeenCache(o.SeenCache),
 	}
 	w.health = newHealth(o.Logger, func(dep string, up bool) {
 		v := 0.0
@@ -426,11 +435,22 @@ func (w *Worker) admit(ctx context.Context, b *batch) bool {
 	if len(b.cands) == 0 {
 		return true
 	}
+	// URLs this worker already knows the filter holds are duplicates
+	// without asking it.
 	all := make([]int, len(b.cands))
 	for i := range all {
 		all[i] = i
 	}
-	todo, ok := w.unseen(ctx, b, all)
+	var ask []int
+	for j, hit := range w.cache.known(b.cands, all) {
+		if hit {
+			b.delta.Duplicates++
+			w.m.cacheHits.Inc()
+		} else {
+			ask = append(ask, j)
+		}
+	}
+	todo, ok := w.unseen(ctx, b, ask)
 	if !ok {
 		return false
 	}
@@ -445,13 +465,19 @@ func (w *Worker) admit(ctx context.Context, b *batch) bool {
 	for j, i := range published {
 		keys[j] = []byte(b.cands[i].url)
 	}
-	_, ok = w.retry(ctx, b, "mark", func(ctx context.Context) ([]bool, error) { return w.filter.TestAndAdd(ctx, keys) })
-	return ok
+	if _, ok = w.retry(ctx, b, "mark", func(ctx context.Context) ([]bool, error) { return w.filter.TestAndAdd(ctx, keys) }); !ok {
+		return false
+	}
+	w.cache.add(b.cands, published)
+	return true
 }
 
 // unseen returns the candidates (indexes into b.cands) the filter does not
 // hold, counting the others as duplicates.
 func (w *Worker) unseen(ctx context.Context, b *batch, idx []int) ([]int, bool) {
+	if len(idx) == 0 {
+		return nil, true
+	}
 	keys := make([][]byte, len(idx))
 	for j, i := range idx {
 		keys[j] = []byte(b.cands[i].url)
@@ -461,13 +487,16 @@ func (w *Worker) unseen(ctx context.Context, b *batch, idx []int) ([]int, bool) 
 		return nil, false
 	}
 	out := idx[:0:0]
+	var held []int
 	for j, i := range idx {
 		if seen[j] {
 			b.delta.Duplicates++
+			held = append(held, i)
 		} else {
 			out = append(out, i)
 		}
 	}
+	w.cache.add(b.cands, held)
 	return out, true
 }
 

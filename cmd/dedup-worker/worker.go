@@ -174,6 +174,7 @@ func (m *Main) Run(ctx context.Context) error {
 			BackoffMax:      m.Config.Worker.BackoffMax,
 			ShutdownTimeout: m.Config.Worker.ShutdownTimeout,
 			StatsInterval:   m.Config.Worker.StatsInterval,
+			SeenCache:       seenCache(m.Config.Worker.SeenCache),
 			Logger:          m.Logger,
 			Registerer:      m.reg,
 		})
@@ -196,6 +197,15 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	})
 	return g.Wait()
+}
+
+// seenCache converts the setting (0: none) to the worker option (0:
+// default, negative: none).
+func seenCache(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // openFilter opens the filter, waiting for Redis while it is unreachable.

@@ -1,0 +1,273 @@
+package frontier_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/normalize"
+	"github.com/sievecrawl/sieve/redistest"
+	"github.com/sievecrawl/sieve/stats"
+)
+
+// The pipeline benchmark is a test that prints a table; it runs only when
+// asked:
+//
+//	go test ./frontier -run TestPipelineThroughput -sieve.pipelinebench -v
+//
+// It measures discovered URLs per second through the whole worker — NATS in,
+// JSON decode, normalize, RedisBloom, NATS out, acks — for 1 and 2 workers,
+// on a crawl-shaped stream (100 links per page, 90% of them repeats), and in
+// the same run the rates of normalizing the same links alone and of the same
+// filter calls alone, with the ratios. NATS runs in the test process, Redis
+// beside it; all share the machine's cores, as on a single box.
+var (
+	pipelineBench      = flag.Bool("sieve.pipelinebench", false, "run the pipeline throughput table (TestPipelineThroughput)")
+	pipelineBenchPages = flag.Int("sieve.pipelinebench.pages", 3000, "discovered messages in the stream (100 links each)")
+)
+
+const (
+	benchLinksPerPage = 100
+	benchNewPerPage   = 10 // 90% repeats
+	benchHosts        = 50
+	benchBatch        = 64 // the worker's default batch
+)
+
+// crawlStream returns pages of a crawl: each links to benchNewPerPage URLs
+// never linked before and to repeats of earlier ones, in the spellings pages
+// use (relative, absolute, fragments, tracking parameters, host case).
+func crawlStream(pages int) (stream []frontier.Discovered, unique int) {
+	r := rand.New(rand.NewPCG(42, 1))
+	url := func(n int) (host int, path string) {
+		return n % benchHosts, fmt.Sprintf("/articles/%d/item-%d.html", n/benchHosts%97, n)
+	}
+	next := 0
+	for i := 0; i < pages; i++ {
+		ph, ppath := url(r.IntN(max(next, 1)))
+		d := frontier.Discovered{Crawl: "bench", URL: fmt.Sprintf("https://www.site%d.example%s", ph, ppath), Depth: 2}
+		for j := 0; j < benchLinksPerPage; j++ {
+			var n int
+			if j < benchNewPerPage || next == 0 {
+				n = next
+				next++
+			} else {
+				n = r.IntN(next)
+			}
+			h, p := url(n)
+			var link string
+			switch {
+			case h == ph && j%3 == 0:
+				link = p // relative to the page's host
+			case j%7 == 0:
+				link = fmt.Sprintf("https://WWW.Site%d.example%s#comments", h, p)
+			case j%11 == 0:
+				link = fmt.Sprintf("https://www.site%d.example%s?utm_source=feed&utm_medium=rss", h, p)
+			default:
+				link = fmt.Sprintf("https://www.site%d.example%s", h, p)
+			}
+			d.Links = append(d.Links, link)
+		}
+		stream = append(stream, d)
+	}
+	return stream, next
+}
+
+// normalizeRate canonicalizes every link of the stream on g goroutines.
+func normalizeRate(tb testing.TB, n *normalize.Normalizer, stream []frontier.Discovered, g int) float64 {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for k := 0; k < g; k++ {
+		wg.Go(func() {
+			for i := k; i < len(stream); i += g {
+				d := stream[i]
+				for _, l := range d.Links {
+					if _, err := n.Resolve(d.URL, l); err != nil {
+						tb.Errorf("Resolve(%q, %q): %v", d.URL, l, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(len(stream)*benchLinksPerPage) / time.Since(start).Seconds()
+}
+
+// filterRate makes the worker's filter calls alone: per batch of pages,
+// Contains on the batch's distinct canonical URLs, then TestAndAdd on those
+// not held, with the same concurrency as one worker.
+func filterRate(tb testing.TB, f frontier.Filter, n *normalize.Normalizer, stream []frontier.Discovered, concurrency int) float64 {
+	var batches [][][]byte
+	for i := 0; i < len(stream); i += benchBatch {
+		seen := map[string]bool{}
+		var keys [][]byte
+		for _, d := range stream[i:min(i+benchBatch, len(stream))] {
+			for _, l := range d.Links {
+				u, _ := n.Resolve(d.URL, l)
+				if !seen[u] {
+					seen[u] = true
+					keys = append(keys, []byte(u))
+				}
+			}
+		}
+		batches = append(batches, keys)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for k := 0; k < concurrency; k++ {
+		wg.Go(func() {
+			for i := k; i < len(batches); i += concurrency {
+				held, err := f.Contains(ctx, batches[i])
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				var fresh [][]byte
+				for j, h := range held {
+					if !h {
+						fresh = append(fresh, batches[i][j])
+					}
+				}
+				if _, err := f.TestAndAdd(ctx, fresh); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(len(stream)*benchLinksPerPage) / time.Since(start).Seconds()
+}
+
+func openBenchFilter(tb testing.TB, srv *redistest.Server, name string) *dedup.RedisBloom {
+	tb.Helper()
+	f, err := dedup.OpenRedisBloom(context.Background(), srv.Client(), name, dedup.RedisBloomOptions{
+		InitialCapacity: 10_000_000, TargetFPP: 1e-6, Policy: normalize.PolicyVersion,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
+}
+
+// pipelineRate publishes the stream, then runs workers until every message
+// is acknowledged, and returns discovered URLs per second and the number of
+// URLs admitted.
+func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefix string, stream []frontier.Discovered, workers, cache int) (float64, uint64) {
+	tb.Helper()
+	topo := frontier.Topology{Prefix: prefix, Storage: jetstream.FileStorage, MaxAckPending: 100_000}
+	p := &pipeline{srv: nsrv, nc: nsrv.Conn(), topo: topo.WithDefaults()}
+	js, err := jetstream.New(p.nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.js = js
+	ctx := context.Background()
+	if err := p.topo.Ensure(ctx, js); err != nil {
+		tb.Fatal(err)
+	}
+	for _, d := range stream {
+		data, err := d.Encode()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := js.PublishAsync(p.topo.DiscoveredSubject(d.Crawl), data); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		tb.Fatal("publishing the stream timed out")
+	}
+	n, err := normalize.New(normalize.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var ws []*frontier.Worker
+	for i := 0; i < workers; i++ {
+		w, err := frontier.NewWorker(nsrv.Conn(), f, n, stats.NewMemory(), frontier.WorkerOptions{Topology: topo, SeenCache: cache})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	start := time.Now()
+	for _, w := range ws {
+		go func() { _ = w.Run(ctx) }()
+	}
+	p.waitDrained(tb, 10*time.Minute)
+	elapsed := time.Since(start)
+	for _, w := range ws {
+		w.Close()
+	}
+	s, err := js.Stream(ctx, p.topo.FrontierStream())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return float64(len(stream)*benchLinksPerPage) / elapsed.Seconds(), info.State.Msgs
+}
+
+func TestPipelineThroughput(t *testing.T) {
+	if !*pipelineBench {
+		t.Skip("the pipeline throughput table runs with -sieve.pipelinebench")
+	}
+	stream, unique := crawlStream(*pipelineBenchPages)
+	links := len(stream) * benchLinksPerPage
+	n, err := normalize.New(normalize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsrv := redistest.Start(t, redistest.Options{})
+	nsrv := natstest.Start(t, natstest.Options{})
+
+	normOne := normalizeRate(t, n, stream, 1)
+	normAll := normalizeRate(t, n, stream, runtime.GOMAXPROCS(0))
+	filt := filterRate(t, openBenchFilter(t, rsrv, "bench:filteronly"), n, stream, 4)
+	one, admitted1 := pipelineRate(t, nsrv, openBenchFilter(t, rsrv, "bench:one"), "one", stream, 1, 0)
+	two, admitted2 := pipelineRate(t, nsrv, openBenchFilter(t, rsrv, "bench:two"), "two", stream, 2, 0)
+	oneNoCache, admitted3 := pipelineRate(t, nsrv, openBenchFilter(t, rsrv, "bench:nocache1"), "nocache1", stream, 1, -1)
+	twoNoCache, admitted4 := pipelineRate(t, nsrv, openBenchFilter(t, rsrv, "bench:nocache2"), "nocache2", stream, 2, -1)
+	mem, admitted5 := pipelineRate(t, nsrv, newMemoryFilter(t), "mem", stream, 1, -1)
+	for _, a := range []uint64{admitted1, admitted2, admitted3, admitted4, admitted5} {
+		if a != uint64(unique) {
+			t.Errorf("admitted %d URLs, the stream has %d unique", a, unique)
+		}
+	}
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "stream: %d pages, %d links (%d per page), %d unique URLs (%.0f%% repeats); GOMAXPROCS %d\t\n",
+		len(stream), links, benchLinksPerPage, unique, 100*(1-float64(unique)/float64(links)), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(tw, "measure\tURLs/s\t× normalize (1 core)\t× normalize (all cores)\t\n")
+	row := func(name string, rate float64) {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t\n", name, rate, rate/normOne, rate/normAll)
+	}
+	row("normalize only, 1 goroutine", normOne)
+	row(fmt.Sprintf("normalize only, %d goroutines", runtime.GOMAXPROCS(0)), normAll)
+	row("filter only (RedisBloom, worker's calls)", filt)
+	row("pipeline, 1 worker (RedisBloom, seen-cache)", one)
+	row("pipeline, 2 workers (RedisBloom, seen-cache)", two)
+	row("pipeline, 1 worker (RedisBloom, no cache)", oneNoCache)
+	row("pipeline, 2 workers (RedisBloom, no cache)", twoNoCache)
+	row("pipeline, 1 worker (in-memory Bloom, no cache)", mem)
+	tw.Flush()
+	t.Logf("targets: ≥ 100000 URLs/s through the pipeline; ≥ 0.6 × normalize-only")
+}

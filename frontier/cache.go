@@ -1,0 +1,93 @@
+package frontier
+
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// seenCache remembers canonical URLs a worker knows the filter holds — the
+// filter said so, or the worker marked them itself — so that repeated links
+// (a crawl's navigation, footers, popular pages) skip the filter call. It
+// holds 64-bit hashes in two generations: lookups consult both, inserts go
+// to the current one, and when that reaches half the capacity the older one
+// is dropped, so recently confirmed URLs stay.
+//
+// A hit means "in the filter", which the protocol only relies on for URLs
+// already enqueued, so the cache never loses a URL; a hash collision (at
+// most capacity/2^64 per lookup, about 5·10⁻¹⁴ for a million entries) acts
+// as one more false positive of the filter. The cache assumes keys are never
+// removed from the filter; after deleting from a cuckoo filter, restart the
+// workers. It is safe for concurrent use.
+type seenCache struct {
+	mu       sync.Mutex
+	seed     maphash.Seed
+	cur, old map[uint64]struct{}
+	half     int
+}
+
+func newSeenCache(capacity int) *seenCache {
+	if capacity <= 0 {
+		return nil
+	}
+	half := max(capacity/2, 1)
+	return &seenCache{seed: maphash.MakeSeed(), cur: make(map[uint64]struct{}, min(half, 1<<16)), half: half}
+}
+
+func (c *seenCache) hash(u string) uint64 { return maphash.String(c.seed, u) }
+
+// known reports, for each candidate index in idx, whether the cache holds
+// its URL; a nil cache holds nothing.
+func (c *seenCache) known(cands []candidate, idx []int) []bool {
+	out := make([]bool, len(idx))
+	if c == nil {
+		return out
+	}
+	hs := make([]uint64, len(idx))
+	for j, i := range idx {
+		hs[j] = c.hash(cands[i].url)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for j, h := range hs {
+		if _, ok := c.cur[h]; ok {
+			out[j] = true
+		} else if _, ok := c.old[h]; ok {
+			out[j] = true
+			c.insert(h) // keep it young
+		}
+	}
+	return out
+}
+
+// add remembers the URLs of the candidates idx.
+func (c *seenCache) add(cands []candidate, idx []int) {
+	if c == nil || len(idx) == 0 {
+		return
+	}
+	hs := make([]uint64, len(idx))
+	for j, i := range idx {
+		hs[j] = c.hash(cands[i].url)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range hs {
+		c.insert(h)
+	}
+}
+
+func (c *seenCache) insert(h uint64) {
+	if len(c.cur) >= c.half {
+		c.old, c.cur = c.cur, make(map[uint64]struct{}, min(c.half, 1<<16))
+	}
+	c.cur[h] = struct{}{}
+}
+
+// size is the number of hashes held.
+func (c *seenCache) size() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.cur) + len(c.old)
+}
