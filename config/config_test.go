@@ -164,6 +164,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"worker.batch", func(c *config.Config) { c.Worker.Batch = 0 }},
 		{"worker.batch", func(c *config.Config) { c.Worker.Batch = 10_000 }},
 		{"worker.backoff_max", func(c *config.Config) { c.Worker.BackoffMax = time.Minute }},
+		{"worker.seen_cache", func(c *config.Config) { c.Worker.SeenCache = -1 }},
 		{"http.addr", func(c *config.Config) { c.HTTP.Addr = "8080" }},
 		{"log.level", func(c *config.Config) { c.Log.Level = "loud" }},
 		{"log.format", func(c *config.Config) { c.Log.Format = "xml" }},

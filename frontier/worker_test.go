@@ -337,3 +337,52 @@ func TestHostPartitionOfIPv6AndPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerRechecksStaleVerdicts: a worker held back by a full frontier for
+// more than half the duplicate window asks the filter again before
+// publishing, so a URL another worker published and marked meanwhile (and
+// whose message ID the window may have forgotten) is not enqueued twice.
+func TestWorkerRechecksStaleVerdicts(t *testing.T) {
+	const window = 2 * time.Second
+	p := newPipeline(t, frontier.Topology{FrontierMaxMsgs: 1, DuplicateWindow: window})
+	ctx := context.Background()
+	// Fill the frontier.
+	if _, err := p.js.Publish(ctx, p.topo.FrontierSubject("c", 0), []byte(`{"v":1,"crawl":"c","url":"https://filler.example/","depth":0}`)); err != nil {
+		t.Fatal(err)
+	}
+	filter := newMemoryFilter(t)
+	rec := stats.NewMemory()
+	w := newWorker(t, p, filter, rec, frontier.WorkerOptions{})
+	runWorker(t, w)
+	p.publish(t, frontier.Discovered{Crawl: "c", Kind: frontier.KindSeed, Links: []string{"https://x.example/", "https://y.example/"}})
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Status().Dependencies[frontier.DepFrontier].Up {
+		if time.Now().After(deadline) {
+			t.Fatal("worker never reported the full frontier")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Meanwhile another worker enqueued and marked x.example.
+	if _, err := filter.TestAndAdd(ctx, [][]byte{[]byte("https://x.example/")}); err != nil {
+		t.Fatal(err)
+	}
+	// The worker's verdict ages past half the window while it waits.
+	time.Sleep(window/2 + 200*time.Millisecond)
+	// Make room until the worker is done.
+	var got []frontierMsg
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got = append(got, p.take(t, 0)...)
+		if w.Status().Totals.Pages == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	p.waitDrained(t, 10*time.Second)
+	got = append(got, p.take(t, 0)...)
+	var urls []string
+	for _, m := range got {
+		urls = append(urls, m.entry.URL)
+	}
+	if strings.Join(urls, " ") != "https://filler.example/ https://y.example/" {
+		t.Errorf("frontier held %v, want the filler and y.example only", urls)
+	}
+}

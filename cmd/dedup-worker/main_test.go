@@ -410,3 +410,41 @@ func TestMainMemoryModeSnapshot(t *testing.T) {
 		t.Errorf("check = %q, want %q", out.String(), want)
 	}
 }
+
+func TestMainOnRedisCluster(t *testing.T) {
+	h := newHarness(t)
+	cluster := redistest.StartCluster(t, 3)
+	cfg := testConfig(h.nats.URL(), strings.Join(cluster.Addrs, ","))
+	m, stop := startMain(t, cfg)
+	want := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		var links []string
+		for j := 0; j < 20; j++ {
+			p := fmt.Sprintf("/c/%d", (i*7+j)%200)
+			links = append(links, p)
+			want["https://site.example"+p] = true
+		}
+		h.publish(t, page(i, links...))
+	}
+	waitFor(t, 20*time.Second, "the discovered stream to drain", func() bool { return h.drained(t) })
+	waitFor(t, 5*time.Second, "shared counts", func() bool {
+		var rep report
+		_, body := get(t, "http://"+m.Addr()+"/stats")
+		return json.Unmarshal([]byte(body), &rep) == nil && rep.Shared != nil && rep.Shared.Totals.Pages == 30 &&
+			rep.Shared.Totals.Admitted == int64(len(want)) && rep.Filter != nil && rep.Filter.Items == uint64(len(want))
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := h.frontierURLs(t)
+	seen := map[string]bool{}
+	for _, u := range got {
+		if seen[u] || !want[u] {
+			t.Errorf("%s enqueued twice or unexpectedly", u)
+		}
+		seen[u] = true
+	}
+	if len(seen) != len(want) {
+		t.Errorf("frontier has %d URLs, want %d", len(seen), len(want))
+	}
+}
