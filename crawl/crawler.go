@@ -648,13 +648,14 @@ func isFetchError(err error) bool {
 }
 
 // publish puts d on the discovered stream, retrying while NATS is away (the
-// message is kept alive meanwhile). It returns false if it gave up, having
-// handed msg back for another try.
+// message is kept alive meanwhile). A page whose links do not fit in one
+// message is published in several. It returns false if it gave up, having
+// settled msg.
 func (c *Crawler) publish(ctx context.Context, msg jetstream.Msg, d frontier.Discovered) bool {
 	backoff := 100 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.opts.Topology.PublishDiscovered(pctx, c.js, d)
+		err := c.publishParts(pctx, d)
 		cancel()
 		if err == nil {
 			return true
@@ -676,6 +677,23 @@ func (c *Crawler) publish(ctx context.Context, msg jetstream.Msg, d frontier.Dis
 		sleep(ctx, backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// publishParts publishes d, halving its links until each part fits in a
+// message. A retried part is stored once (its id is a digest of its bytes).
+func (c *Crawler) publishParts(ctx context.Context, d frontier.Discovered) error {
+	err := c.opts.Topology.PublishDiscovered(ctx, c.js, d)
+	var pe *frontier.PoisonError
+	if errors.As(err, &pe) && pe.Reason == frontier.PoisonTooLarge && len(d.Links) > 1 {
+		half := len(d.Links) / 2
+		a, b := d, d
+		a.Links, b.Links = d.Links[:half], d.Links[half:]
+		if err := c.publishParts(ctx, a); err != nil {
+			return err
+		}
+		return c.publishParts(ctx, b)
+	}
+	return err
 }
 
 func (c *Crawler) ack(ctx context.Context, msg jetstream.Msg) {

@@ -135,12 +135,25 @@ func checkPlan(t *testing.T, site *testsite.Site, plan testsite.Plan, retries in
 }
 
 func TestCrawlerCrawlsSiteOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		topo frontier.Topology
+	}{
+		{"default", frontier.Topology{Partitions: 4}},
+		// Pages whose links do not fit in one 1 KiB message are published
+		// in several.
+		{"small messages", frontier.Topology{Partitions: 4, Limits: frontier.Limits{MaxBytes: 1024}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCrawlSiteOnce(t, tc.topo) })
+	}
+}
+
+func testCrawlSiteOnce(t *testing.T, topo frontier.Topology) {
 	site := startSite(t, testsite.Options{Pages: 120})
 	const maxDepth = 8
 	if site.Depth() >= maxDepth {
 		t.Fatalf("site tree depth %d needs max depth > %d", site.Depth(), maxDepth)
 	}
-	topo := frontier.Topology{Partitions: 4}
 	p := startPipeline(t, topo)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -172,6 +185,9 @@ func TestCrawlerCrawlsSiteOnce(t *testing.T) {
 	}
 	if st.Failed[ReasonRobots] != int64(len(plan.Never))/2 {
 		t.Errorf("robots.txt refusals = %d, want %d; stats %+v", st.Failed[ReasonRobots], len(plan.Never)/2, st)
+	}
+	if n := Sum(st.Skipped); n != 0 {
+		t.Errorf("skipped %d entries: %v", n, st.Skipped)
 	}
 	t.Logf("stats: %+v", st)
 	if len(st.Partitions) != 0 || st.InFlight != 0 {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sievecrawl/sieve/config"
+)
+
+// composeFile is the part of compose.yaml the test checks.
+type composeFile struct {
+	Services map[string]struct {
+		Build       any               `yaml:"build"`
+		Image       string            `yaml:"image"`
+		Entrypoint  []string          `yaml:"entrypoint"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Volumes     []string          `yaml:"volumes"`
+		Ports       []string          `yaml:"ports"`
+		Container   string            `yaml:"container_name"`
+		DependsOn   map[string]struct {
+			Condition string `yaml:"condition"`
+		} `yaml:"depends_on"`
+		Healthcheck *struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+// envNames returns the environment variables a config struct reads, and a
+// function loading a given environment into it.
+func envNames(tb testing.TB, target any) (map[string]bool, *config.Loader) {
+	tb.Helper()
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	l := config.NewLoader(fs, target)
+	names := map[string]bool{config.EnvPrefix + "CONFIG": true}
+	for _, p := range l.Settings() {
+		names[config.EnvPrefix+strings.ToUpper(strings.ReplaceAll(p, ".", "_"))] = true
+	}
+	return names, l
+}
+
+// TestComposeFile checks compose.yaml without Docker: the services and their
+// wiring, and that every SIEVE_* variable is one the program reads and holds
+// a valid value.
+func TestComposeFile(t *testing.T) {
+	root := filepath.Join("..", "..")
+	data, err := os.ReadFile(filepath.Join(root, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "Dockerfile")); err != nil {
+		t.Fatalf("Dockerfile: %v", err)
+	}
+	for _, name := range []string{"redis", "nats", "dedup-worker", "crawler"} {
+		s, ok := c.Services[name]
+		if !ok {
+			t.Fatalf("compose.yaml has no service %q", name)
+		}
+		if s.Healthcheck == nil && name != "crawler" {
+			t.Errorf("service %s has no health check", name)
+		}
+	}
+	redis := c.Services["redis"]
+	if cmd := strings.Join(redis.Command, " "); !strings.Contains(cmd, "--appendonly yes") {
+		t.Errorf("redis command %q: want AOF on (--appendonly yes)", cmd)
+	}
+	nats := c.Services["nats"]
+	if cmd := strings.Join(nats.Command, " "); !strings.Contains(cmd, "--jetstream") || !strings.Contains(cmd, "--store_dir /data") {
+		t.Errorf("nats command %q: want JetStream storing in /data", cmd)
+	}
+	for _, svc := range []string{"redis", "nats"} {
+		v := c.Services[svc].Volumes
+		if len(v) == 0 || !strings.HasSuffix(v[0], ":/data") {
+			t.Errorf("service %s volumes %q: want a named volume on /data", svc, v)
+			continue
+		}
+		if vol, _, _ := strings.Cut(v[0], ":"); c.Volumes == nil || !hasKey(c.Volumes, vol) {
+			t.Errorf("service %s uses volume %q, not declared under volumes", svc, vol)
+		}
+	}
+
+	crawlerEnv, crawlerLoader := envNames(t, &settings{})
+	cfg := config.Default()
+	workerEnv, workerLoader := envNames(t, &cfg)
+	for name, known := range map[string]map[string]bool{"dedup-worker": workerEnv, "crawler": crawlerEnv} {
+		s := c.Services[name]
+		if s.Build == nil {
+			t.Errorf("service %s is not built from the project's Dockerfile", name)
+		}
+		if s.Container != "" || len(s.Ports) > 0 {
+			t.Errorf("service %s sets container_name or host ports: --scale %s=N would fail", name, name)
+		}
+		if len(s.Entrypoint) == 0 || s.Entrypoint[0] != name {
+			t.Errorf("service %s entrypoint %q: want the %s binary", name, s.Entrypoint, name)
+		}
+		var unknown []string
+		for k := range s.Environment {
+			if strings.HasPrefix(k, config.EnvPrefix) && !known[k] {
+				unknown = append(unknown, k)
+			}
+		}
+		slices.Sort(unknown)
+		if len(unknown) > 0 {
+			t.Errorf("service %s sets variables %s does not read: %q", name, name, unknown)
+		}
+		if s.Environment["SIEVE_NATS_URL"] != "nats://nats:4222" {
+			t.Errorf("service %s: SIEVE_NATS_URL = %q, want the nats service", name, s.Environment["SIEVE_NATS_URL"])
+		}
+	}
+	// The values load and validate as the programs would.
+	lookup := func(env map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	}
+	if err := workerLoader.Load(lookup(c.Services["dedup-worker"].Environment)); err != nil {
+		t.Errorf("dedup-worker environment: %v", err)
+	} else if err := cfg.Validate(); err != nil {
+		t.Errorf("dedup-worker environment: %v", err)
+	}
+	cs := defaultSettings()
+	_, crawlerLoader = envNames(t, &cs)
+	if err := crawlerLoader.Load(lookup(c.Services["crawler"].Environment)); err != nil {
+		t.Errorf("crawler environment: %v", err)
+	} else if err := errors.Join(cs.Config.Validate(), cs.validate()); err != nil {
+		t.Errorf("crawler environment: %v", err)
+	}
+	w := c.Services["dedup-worker"]
+	if addr := w.Environment["SIEVE_HTTP_ADDR"]; addr == "" || !strings.Contains(strings.Join(w.Healthcheck.Test, " "), addr[strings.LastIndex(addr, ":"):]+"/readyz") {
+		t.Errorf("dedup-worker health check %q does not ask /readyz on SIEVE_HTTP_ADDR %q", w.Healthcheck.Test, addr)
+	}
+	if w.DependsOn["redis"].Condition != "service_healthy" || w.DependsOn["nats"].Condition != "service_healthy" {
+		t.Errorf("dedup-worker must wait for healthy redis and nats: %+v", w.DependsOn)
+	}
+	if c.Services["crawler"].Environment["SIEVE_REDIS_URL"] != w.Environment["SIEVE_REDIS_URL"] {
+		t.Errorf("crawler and dedup-worker disagree on Redis")
+	}
+	if c.Services["crawler"].Environment["SIEVE_FRONTIER_PARTITIONS"] != w.Environment["SIEVE_FRONTIER_PARTITIONS"] {
+		t.Errorf("crawler and dedup-worker disagree on the frontier partitions")
+	}
+}
+
+func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
