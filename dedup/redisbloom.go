@@ -107,7 +107,9 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 // # Sharding and Redis layout
 //
 // The keys are spread by hash over Shards independent scalable filters, each
-// sized for InitialCapacity/Shards, so the whole grows like one filter. For a
+// sized for InitialCapacity/Shards plus four standard deviations of the
+// binomial count of keys a shard receives (see redisShardCapacity), so the
+// whole grows like one filter of InitialCapacity. For a
 // filter named N, shard j keeps, all under the Cluster hash tag {N:j} (one
 // slot, so one script can touch them all):
 //
@@ -217,7 +219,7 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 		return nil, fmt.Errorf("%w: initial capacity %d must be positive", ErrInvalidParams, opts.InitialCapacity)
 	}
 	g := Growth{
-		InitialCapacity: (opts.InitialCapacity + int64(opts.Shards) - 1) / int64(opts.Shards),
+		InitialCapacity: redisShardCapacity(opts.InitialCapacity, opts.Shards),
 		TargetFPP:       opts.TargetFPP,
 		Factor:          opts.Factor,
 		Tightening:      opts.Tightening,
@@ -258,6 +260,20 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 		f.seen[j].Store(1)
 	}
 	return f, nil
+}
+
+// redisShardCapacity returns the first-layer capacity of each of shards
+// shards of a filter meant to hold capacity keys before it grows. The keys
+// of a full filter fall in a shard as a binomial count, mean capacity/shards
+// and standard deviation σ = √(capacity·(1/shards)·(1−1/shards)); sized
+// for the mean alone, about half the shards would open a second layer (and
+// allocate its bits, twice the first's) before the filter held capacity
+// keys. Sized for the mean plus 4σ, no shard does, but with probability
+// about shards·3e-5; it costs 4σ/mean more bits in every layer (5% for
+// 6,250 keys a shard, 1% for 160,000).
+func redisShardCapacity(capacity int64, shards int) int64 {
+	n, s := float64(capacity), float64(shards)
+	return int64(math.Ceil(n/s + 4*math.Sqrt(n*(1/s)*(1-1/s))))
 }
 
 // metaFields returns the stored parameters, in their stored order.
