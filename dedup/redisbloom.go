@@ -353,10 +353,16 @@ func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]boo
 	for i, k := range keys {
 		hashes[i] = HashKey(k)
 	}
+	// A shard's keys go in parts of at most redisBloomCallKeys, in batch
+	// order: Redis runs the parts in that order (one script call, or one
+	// connection's pipeline on a cluster), so the batch keeps its
+	// sequential semantics, and no script call runs for too long.
 	var todo []redisShardWork
 	for j, idx := range f.shards.group(hashes, nil) {
-		if len(idx) > 0 {
-			todo = append(todo, redisShardWork{shard: j, idx: idx})
+		for len(idx) > 0 {
+			n := min(len(idx), redisBloomCallKeys)
+			todo = append(todo, redisShardWork{shard: j, idx: idx[:n]})
+			idx = idx[n:]
 		}
 	}
 	for attempt := 0; len(todo) > 0; attempt++ {
@@ -401,9 +407,8 @@ func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]boo
 	return out, nil
 }
 
-// redisBloomCallKeys bounds the keys one script call handles on a single
-// server, where one call may serve many shards: Redis runs nothing else
-// while a script runs (about 2 to 10 µs a key).
+// redisBloomCallKeys bounds the keys one script call handles: Redis runs
+// nothing else while a script runs (about 2 to 10 µs a key).
 const redisBloomCallKeys = 1024
 
 // groupCalls splits the shards' work into script calls. On a Redis Cluster

@@ -697,3 +697,44 @@ func TestRedisBloomChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisBloomLargeBatch sends batches larger than one script call takes
+// (redisBloomCallKeys), to one shard, while the filter grows: the parts must
+// keep the batch's order, so a key's second copy, 1,300 keys later (in a
+// later part), is never new.
+func TestRedisBloomLargeBatch(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	cl := redistest.StartCluster(t, 3)
+	for name, c := range map[string]redis.UniversalClient{"single": srv.Client(), "cluster": cl.Client()} {
+		opts := RedisBloomOptions{InitialCapacity: 500, TargetFPP: 0.01, Shards: 1}
+		f := openRedisBloom(t, c, "large", opts)
+		distinct := urlKeys("large", 0, 2600)
+		var batch [][]byte
+		for i := 0; i < len(distinct); i += 1300 {
+			part := distinct[i:min(i+1300, len(distinct))]
+			batch = append(append(batch, part...), part...)
+		}
+		got, err := f.TestAndAdd(ctx, batch)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		notNew := 0
+		for i := 0; i < len(batch); i += 2600 {
+			for x := 0; x < 1300; x++ {
+				if got[i+1300+x] {
+					t.Errorf("%s: second copy of %q new", name, batch[i+x])
+				}
+				if !got[i+x] {
+					notNew++
+				}
+			}
+		}
+		if limit := fppUpperBound(len(distinct), opts.TargetFPP); notNew > limit {
+			t.Errorf("%s: %d of %d first copies not new, want ≤ %d", name, notNew, len(distinct), limit)
+		}
+		if st, err := f.Stats(ctx); err != nil || len(st.Layers) < 3 {
+			t.Errorf("%s: the batch should grow the filter to ≥ 3 layers: %d, %v", name, len(st.Layers), err)
+		}
+	}
+}
