@@ -324,8 +324,10 @@ func (s *Site) count(r *http.Request) (done func()) {
 		}
 		sort.Strings(s.overlap)
 	}
-	// A request ends when its handler returns or its client goes away
-	// (a crawler that reads only the headers closes the connection).
+	// A request ends, for the in-flight count, when its response headers
+	// are written (the client may go on), its handler returns, or its
+	// client goes away: a crawler that reads only the headers of a file
+	// closes the connection while the server may still be writing.
 	var once sync.Once
 	end := func() {
 		once.Do(func() {
@@ -351,7 +353,9 @@ func (s *Site) serveOff(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
-	defer s.count(r)()
+	end := s.count(r)
+	defer end()
+	w = &headerHook{ResponseWriter: w, onHeader: end}
 	if s.opts.Latency > 0 {
 		t := time.NewTimer(s.opts.Latency)
 		select {
@@ -552,4 +556,26 @@ func (s *Site) spell(from, to, v int, based bool) string {
 	default:
 		return "/x/../p/" + strconv.Itoa(to)
 	}
+}
+
+// headerHook calls onHeader when the response headers are written.
+type headerHook struct {
+	http.ResponseWriter
+	onHeader func()
+	done     bool
+}
+
+func (h *headerHook) WriteHeader(code int) {
+	h.ResponseWriter.WriteHeader(code)
+	if !h.done {
+		h.done = true
+		h.onHeader()
+	}
+}
+
+func (h *headerHook) Write(b []byte) (int, error) {
+	if !h.done {
+		h.WriteHeader(http.StatusOK)
+	}
+	return h.ResponseWriter.Write(b)
 }
