@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# bench.sh runs Sieve's benchmarks: each prints its baseline, measured in the
+# same run, and the ratio. They start their own redis-server and NATS, like
+# the tests (run ./test.sh once first to install redis-server). Long: not CI.
+#
+#   ./bench.sh            every table
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl
+set -euo pipefail
+cd "$(dirname "$0")"
+export CI=true # a missing redis-server fails instead of skipping
+
+run() { echo; echo "### $1"; shift; echo "+ $*"; "$@"; }
+
+redis()     { run "Redis filters: Sieve vs SETBIT pipeline vs SADD(SHA-1), streams (a) and (b)" \
+                go test ./dedup -count=1 -run '^TestRedisFilterStreams$' -sieve.redisbench -v -timeout 90m; }
+cuckoo()    { run "Cuckoo vs Bloom, in memory and on Redis, at 1% and 0.1%" \
+                go test ./dedup -count=1 -run '^TestCuckooBench$' -sieve.cuckoobench -v -timeout 60m; }
+bloom()     { run "In-memory Bloom vs bits-and-blooms and a Go map" \
+                go test ./dedup -count=1 -run '^$' -bench 'Bloom' -benchmem -timeout 30m; }
+normalize() { run "normalize vs purell alone" \
+                go test ./normalize -count=1 -run '^$' -bench . -benchmem -timeout 30m; }
+pipeline()  { run "Pipeline: NATS in → normalize → filter → NATS out, vs normalize-only and filter-only" \
+                go test ./frontier -count=1 -run '^TestPipelineThroughput$' -sieve.pipelinebench -v -timeout 60m; }
+crawl()     { if grep -qs 'sieve.crawlbench' cmd/crawler/*_test.go crawl/*_test.go; then
+                run "Crawl of a generated 5,000-page site: Sieve vs plain colly" \
+                  go test ./cmd/crawler ./crawl -count=1 -run 'CrawlBench' -sieve.crawlbench -v -timeout 60m
+              fi; }
+
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline crawl)
+for n in "${names[@]}"; do
+	case "$n" in
+	redis|cuckoo|bloom|normalize|pipeline|crawl) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline crawl)" >&2; exit 2 ;;
+	esac
+done
