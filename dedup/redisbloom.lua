@@ -26,8 +26,10 @@
 -- key, "1" = new (mode a) or present (mode c).
 --
 -- Cost (Redis 7.0, measured): a bit operation through BITFIELD costs Redis
--- about 500 ns; reading a whole layer with GET about 1.8 ns a byte, after
--- which testing a bit costs about 50 ns. So a layer is read whole when it is
+-- about 500 ns (mostly turning Lua values into command arguments, and
+-- formatting offsets); reading a whole layer with GET about 1.8 ns a byte
+-- (Redis's Lua hashes every byte of every string it creates), after which
+-- testing a bit costs about 50 ns. So a layer is read whole when it is
 -- small next to the operations that spares, else probed with BITFIELD, in
 -- rounds that drop a key at its first 0 bit.
 
