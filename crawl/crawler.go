@@ -448,10 +448,15 @@ func (c *Crawler) startPartition(ctx context.Context, p int) error {
 	return nil
 }
 
-// pull fetches messages of one partition while free slots last.
+// pull fetches messages of one partition while free slots last. It takes
+// what is waiting without waiting (FetchNoWait, as many as there are free
+// slots), and when nothing is, waits for one message at a time: no slot is
+// held for a message that has not come, and no message waits in a client
+// buffer where AckWait would run out unseen.
 func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *partitionRun) {
 	const maxBatch = 64
 	backoff := 100 * time.Millisecond
+	wait := false // the last no-wait fetch found nothing: block for one
 	for ctx.Err() == nil {
 		if c.opts.MaxPages > 0 && c.started.Load() >= c.opts.MaxPages {
 			return
@@ -463,7 +468,7 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 			return
 		}
 		n := 1
-		for n < maxBatch {
+		for !wait && n < maxBatch {
 			select {
 			case c.slots <- struct{}{}:
 				n++
@@ -472,7 +477,14 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 			}
 			break
 		}
-		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+		var batch jetstream.MessageBatch
+		var err error
+		if wait {
+			// Short, so that stopping never waits long for it.
+			batch, err = cons.Fetch(1, jetstream.FetchMaxWait(250*time.Millisecond))
+		} else {
+			batch, err = cons.FetchNoWait(n)
+		}
 		if err != nil {
 			c.freeSlots(n)
 			if ctx.Err() != nil {
@@ -487,25 +499,31 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 		got := 0
 		for msg := range batch.Messages() {
 			got++
-			c.mu.Lock()
-			c.inflight[msg] = struct{}{}
-			c.mu.Unlock()
-			c.jobs.Add(1)
-			r.jobs.Add(1)
-			go func() {
-				defer func() {
-					c.mu.Lock()
-					delete(c.inflight, msg)
-					c.mu.Unlock()
-					<-c.slots
-					r.jobs.Done()
-					c.jobs.Done()
-				}()
-				c.handle(msg, r)
-			}()
+			c.start(msg, r)
 		}
 		c.freeSlots(n - got)
+		wait = got == 0
 	}
+}
+
+// start runs the job of one message, which holds a slot.
+func (c *Crawler) start(msg jetstream.Msg, r *partitionRun) {
+	c.mu.Lock()
+	c.inflight[msg] = struct{}{}
+	c.mu.Unlock()
+	c.jobs.Add(1)
+	r.jobs.Add(1)
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.inflight, msg)
+			c.mu.Unlock()
+			<-c.slots
+			r.jobs.Done()
+			c.jobs.Done()
+		}()
+		c.handle(msg, r)
+	}()
 }
 
 func (c *Crawler) freeSlots(n int) {

@@ -40,7 +40,7 @@ func startPipeline(tb testing.TB, topo frontier.Topology) *testPipeline {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w, err := frontier.NewWorker(srv.Conn(), filter, canon, p.stats, frontier.WorkerOptions{Topology: topo, StatsInterval: 50 * time.Millisecond})
+	w, err := frontier.NewWorker(srv.Conn(), filter, canon, p.stats, frontier.WorkerOptions{Topology: topo, StatsInterval: 50 * time.Millisecond, FetchWait: 10 * time.Millisecond})
 	if err != nil {
 		tb.Fatal(err)
 	}
