@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/normalize"
 )
 
 // Options configures a Crawler. Zero values mean the defaults beside them.
@@ -35,6 +36,14 @@ type Options struct {
 	// InFlight is how many frontier messages the crawler holds at once,
 	// waiting for their host's turn or being fetched: 256.
 	InFlight int
+	// MaxRedirects ends a chain of redirects: a URL reached through that
+	// many redirects that redirects again fails with ReasonTooManyRedirects
+	// (see redirectHops for how chains are counted): 5.
+	MaxRedirects int
+	// Canonicalize gives the canonical form of a URL as the dedup workers
+	// compute it (their normalize policy), to recognise redirect targets
+	// coming back from the frontier. nil: normalize.URL.
+	Canonicalize func(string) (string, error)
 	// MaxRetries is how many times a URL failing temporarily (timeout,
 	// network error, 5xx, 429, robots.txt unavailable) is tried again: 3.
 	MaxRetries int
@@ -75,6 +84,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.InFlight <= 0 {
 		o.InFlight = 256
+	}
+	if o.MaxRedirects <= 0 {
+		o.MaxRedirects = 5
+	}
+	if o.Canonicalize == nil {
+		o.Canonicalize = normalize.URL
 	}
 	if o.MaxRetries < 0 {
 		o.MaxRetries = 0
@@ -134,8 +149,9 @@ type Crawler struct {
 	fetcher *Fetcher
 	stats   counters
 
-	seeds  *seedCache
-	leases *leaseTable
+	seeds     *seedCache
+	leases    *leaseTable
+	redirects *redirectHops
 
 	slots    chan struct{} // one token per message held
 	mu       sync.Mutex
@@ -170,13 +186,14 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 		return nil, err
 	}
 	c := &Crawler{
-		opts:     opts,
-		js:       js,
-		fetcher:  f,
-		stats:    newCounters(),
-		slots:    make(chan struct{}, opts.InFlight),
-		inflight: map[jetstream.Msg]struct{}{},
-		owned:    map[int]*partitionRun{},
+		opts:      opts,
+		js:        js,
+		fetcher:   f,
+		stats:     newCounters(),
+		slots:     make(chan struct{}, opts.InFlight),
+		redirects: newRedirectHops(100_000),
+		inflight:  map[jetstream.Msg]struct{}{},
+		owned:     map[int]*partitionRun{},
 	}
 	c.jobCtx, c.jobCancel = context.WithCancel(context.Background())
 	return c, nil
@@ -633,6 +650,15 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
 	links := page.Links
 	if page.Redirect != "" {
+		hops := c.redirects.hops(entry.URL) + 1
+		if hops > o.MaxRedirects {
+			c.stats.fail(ReasonTooManyRedirects)
+			c.ack(ctx, msg)
+			return
+		}
+		if target, err := o.Canonicalize(page.Redirect); err == nil {
+			c.redirects.record(target, hops)
+		}
 		d.Kind = frontier.KindRedirect
 		links = []string{page.Redirect}
 	}

@@ -103,6 +103,11 @@ func checkPlan(t *testing.T, site *testsite.Site, plan testsite.Plan, retries in
 			t.Errorf("%s (503 once) fetched %d times, want 2", p, got[p])
 		}
 	}
+	for _, p := range plan.RedirectTrap(5) {
+		if got[p] != 1 {
+			t.Errorf("%s (redirect chain) fetched %d times, want 1", p, got[p])
+		}
+	}
 	cal := 0
 	for p, n := range got {
 		if strings.HasPrefix(p, "/calendar/") {
@@ -120,7 +125,7 @@ func checkPlan(t *testing.T, site *testsite.Site, plan testsite.Plan, retries in
 	}
 	var unexpected []string
 	known := map[string]bool{"/robots.txt": true}
-	for _, p := range append(append(append(plan.Once, plan.Never...), plan.Broken...), plan.Flaky...) {
+	for _, p := range append(append(append(append(plan.Once, plan.Never...), plan.Broken...), plan.Flaky...), plan.RedirectTrap(5)...) {
 		known[p] = true
 	}
 	for p := range got {

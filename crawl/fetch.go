@@ -125,6 +125,7 @@ const (
 	ReasonStatus5xx         Reason = "http_5xx"
 	ReasonTooMany           Reason = "http_429"
 	ReasonRedirectLoop      Reason = "redirect_loop"
+	ReasonTooManyRedirects  Reason = "too_many_redirects"
 )
 
 // FetchError is a failed fetch, temporary (worth retrying later: timeouts,

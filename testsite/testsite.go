@@ -19,6 +19,7 @@
 //     (to /hidden/N) a crawler must not follow;
 //   - an infinite calendar /calendar/YYYY/MM, each month linking to the
 //     previous and the next: only depth limits end it;
+//   - an endless redirect chain /r/0 → /r/1 → …: only a redirect limit ends it;
 //   - links to a second host (Site.OffScopeURL: 127.0.0.2, or 127.0.0.1 for a
 //     site on another address).
 //
@@ -258,6 +259,17 @@ type Plan struct {
 	Pages int
 }
 
+// RedirectTrap returns the paths of the endless redirect chain that a crawl
+// limited to maxRedirects redirects in a row fetches, once each: /r/0 (linked
+// from the seed) to /r/maxRedirects.
+func (p Plan) RedirectTrap(maxRedirects int) []string {
+	out := make([]string, 0, maxRedirects+1)
+	for i := 0; i <= maxRedirects; i++ {
+		out = append(out, fmt.Sprintf("/r/%d", i))
+	}
+	return out
+}
+
 // Plan returns the expected crawl for a crawl limited to maxDepth (links of
 // pages at maxDepth are not followed; the seed has depth 0). maxDepth must
 // be large enough for the page tree: Depth reports its height.
@@ -403,6 +415,8 @@ func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
 		s.file(w, rest)
 	case head == "calendar":
 		s.calendar(w, rest)
+	case head == "r" && numErr == nil && n >= 0 && strconv.Itoa(n) == rest:
+		http.Redirect(w, r, fmt.Sprintf("/r/%d", n+1), http.StatusFound)
 	default:
 		http.NotFound(w, r)
 	}
@@ -464,7 +478,7 @@ func (s *Site) page(w http.ResponseWriter, r *http.Request, n int) {
 	var targets []int
 	if n < 0 {
 		targets = append(targets, 0)
-		fmt.Fprintf(&b, `<a href="/calendar/2024/06">events</a>`+"\n")
+		fmt.Fprintf(&b, `<a href="/calendar/2024/06">events</a> <a href="/r/0">moved</a>`+"\n")
 		fmt.Fprintf(&b, `<a href="%sp/0">elsewhere</a>`+"\n", s.OffScopeURL)
 		for k := 0; k < o.Special; k++ {
 			fmt.Fprintf(&b, `<a href="/old/%d">old</a> <a href="/go/%d">go</a> <a href="/missing/%d">missing</a> `+

@@ -146,8 +146,13 @@ func checkPlan(t *testing.T, site *testsite.Site, maxDepth, retries, runs int) {
 			t.Errorf("%s%s (503 once) fetched %d times, want 2", site.Host(), p, got[p])
 		}
 	}
+	for _, p := range plan.RedirectTrap(5) {
+		if got[p] != 1 {
+			t.Errorf("%s%s (redirect chain) fetched %d times, want 1", site.Host(), p, got[p])
+		}
+	}
 	known := map[string]bool{"/robots.txt": true}
-	for _, p := range append(append(append(append([]string{}, plan.Once...), plan.Never...), plan.Broken...), plan.Flaky...) {
+	for _, p := range append(append(append(append(append([]string{}, plan.Once...), plan.Never...), plan.Broken...), plan.Flaky...), plan.RedirectTrap(5)...) {
 		known[p] = true
 	}
 	cal := 0

@@ -80,6 +80,11 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		}
 	}
 	opts := s.crawlOptions()
+	canon, err := s.Normalize.Normalizer()
+	if err != nil {
+		return fmt.Errorf("normalizer: %w", err)
+	}
+	opts.Canonicalize = canon.URL
 	opts.Logger = logger
 	opts.Exclusive = s.Embedded
 	c, err := crawl.New(p.js, opts)

@@ -36,6 +36,7 @@ type crawlSettings struct {
 	DenyDomains     []string      `yaml:"deny_domains" help:"domains never followed, whatever the scope"`
 	AllowAddresses  []string      `yaml:"allow_addresses" help:"host names, IPs or CIDR prefixes that may be fetched although loopback, private or link-local (seed hosts are allowed anyway)"`
 	MaxDepth        int           `yaml:"max_depth" help:"deepest page fetched, in links from a seed (seeds are 0)"`
+	MaxRedirects    int           `yaml:"max_redirects" help:"redirects followed in a row (each target goes through dedup like a link); a URL reached through this many that redirects again is given up"`
 	MaxPages        int64         `yaml:"max_pages" help:"stop this crawler after this many fetches; the rest stays queued; 0: no limit"`
 	HostParallel    int           `yaml:"host_parallel" help:"requests in flight to one host at a time"`
 	HostDelay       time.Duration `yaml:"host_delay" help:"pause between the starts of two requests to one host (a longer robots.txt Crawl-delay wins); 0: none"`
@@ -65,6 +66,7 @@ func defaultSettings() settings {
 			UserAgent:       crawl.DefaultUserAgent,
 			Scope:           string(crawl.ScopeHost),
 			MaxDepth:        16,
+			MaxRedirects:    5,
 			HostParallel:    1,
 			HostDelay:       time.Second,
 			MaxCrawlDelay:   time.Minute,
@@ -100,7 +102,7 @@ func (s settings) validate() error {
 		bad("crawl.scope", err.Error())
 	}
 	positive := map[string]int64{
-		"crawl.max_depth": int64(c.MaxDepth), "crawl.host_parallel": int64(c.HostParallel),
+		"crawl.max_depth": int64(c.MaxDepth), "crawl.max_redirects": int64(c.MaxRedirects), "crawl.host_parallel": int64(c.HostParallel),
 		"crawl.parallel": int64(c.Parallel), "crawl.in_flight": int64(c.InFlight),
 		"crawl.max_body_size": int64(c.MaxBodySize), "crawl.request_timeout": int64(c.RequestTimeout),
 		"crawl.retry_backoff": int64(c.RetryBackoff), "crawl.max_retry_delay": int64(c.MaxRetryDelay),
@@ -199,6 +201,7 @@ func (s settings) crawlOptions() crawl.Options {
 		},
 		Scope:           s.scope(),
 		MaxDepth:        c.MaxDepth,
+		MaxRedirects:    c.MaxRedirects,
 		MaxPages:        c.MaxPages,
 		InFlight:        c.InFlight,
 		MaxRetries:      retries,
