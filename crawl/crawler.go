@@ -37,8 +37,9 @@ type Options struct {
 	// waiting for their host's turn or being fetched: 256.
 	InFlight int
 	// MaxRedirects ends a chain of redirects: a URL reached through that
-	// many redirects that redirects again fails with ReasonTooManyRedirects
-	// (see redirectHops for how chains are counted): 5.
+	// many redirects in a row that redirects again fails with
+	// ReasonTooManyRedirects (counts are shared by all crawlers through a
+	// key-value bucket): 5.
 	MaxRedirects int
 	// Canonicalize gives the canonical form of a URL as the dedup workers
 	// compute it (their normalize policy), to recognise redirect targets
@@ -157,7 +158,8 @@ type Crawler struct {
 	mu       sync.Mutex
 	inflight map[jetstream.Msg]struct{}
 	owned    map[int]*partitionRun
-	started  atomic.Int64 // fetches begun, for MaxPages
+	started  atomic.Int64 // fetches reserved (MaxPages: no more are taken)
+	finished atomic.Int64 // fetches done (MaxPages: the run ends)
 	jobs     sync.WaitGroup
 
 	jobCtx    context.Context // fetches and publishes; ends on Close or after ShutdownTimeout
@@ -186,14 +188,14 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 		return nil, err
 	}
 	c := &Crawler{
-		opts:      opts,
-		js:        js,
-		fetcher:   f,
-		stats:     newCounters(),
-		slots:     make(chan struct{}, opts.InFlight),
-		redirects: newRedirectHops(100_000),
-		inflight:  map[jetstream.Msg]struct{}{},
-		owned:     map[int]*partitionRun{},
+		opts:    opts,
+		js:      js,
+		fetcher: f,
+		stats:   newCounters(),
+		slots:   make(chan struct{}, opts.InFlight),
+
+		inflight: map[jetstream.Msg]struct{}{},
+		owned:    map[int]*partitionRun{},
 	}
 	c.jobCtx, c.jobCancel = context.WithCancel(context.Background())
 	return c, nil
@@ -229,6 +231,11 @@ func (c *Crawler) Run(ctx context.Context) error {
 			}
 		}
 	})
+	rkv, err := openRedirects(ctx, c.js, o.Topology)
+	if err != nil {
+		return err
+	}
+	c.redirects = newRedirectHops(rkv, 100_000)
 	c.leases, err = openLeases(ctx, c.js, o.Topology.Prefix, o.Topology.Partitions, o.LeaseTTL, o.ID, o.Topology.Replicas)
 	if err != nil {
 		return err
@@ -251,7 +258,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 				case <-gctx.Done():
 					return nil
 				case <-t.C:
-					if c.started.Load() >= o.MaxPages {
+					if c.finished.Load() >= o.MaxPages {
 						stop(ErrMaxPages)
 						return nil
 					}
@@ -476,7 +483,10 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 	wait := false // the last no-wait fetch found nothing: block for one
 	for ctx.Err() == nil {
 		if c.opts.MaxPages > 0 && c.started.Load() >= c.opts.MaxPages {
-			return
+			// Every fetch allowed is reserved; one handed back frees
+			// its place again.
+			sleep(ctx, 50*time.Millisecond)
+			continue
 		}
 		// One slot, waiting; then as many more as are free.
 		select {
@@ -643,21 +653,32 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 			_ = msg.Nak()
 			return
 		}
+		if isFetchError(err) {
+			c.finished.Add(1)
+		}
 		c.failed(ctx, msg, entry, err)
 		return
 	}
+	c.finished.Add(1)
 	c.stats.fetched(page)
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
 	links := page.Links
 	if page.Redirect != "" {
-		hops := c.redirects.hops(entry.URL) + 1
-		if hops > o.MaxRedirects {
+		hops, err := c.redirects.hops(ctx, entry.URL)
+		if err != nil {
+			c.retryLater(msg, err.Error())
+			return
+		}
+		if hops++; hops > o.MaxRedirects {
 			c.stats.fail(ReasonTooManyRedirects)
 			c.ack(ctx, msg)
 			return
 		}
 		if target, err := o.Canonicalize(page.Redirect); err == nil {
-			c.redirects.record(target, hops)
+			if err := c.redirects.record(ctx, target, hops); err != nil {
+				c.retryLater(msg, err.Error())
+				return
+			}
 		}
 		d.Kind = frontier.KindRedirect
 		links = []string{page.Redirect}

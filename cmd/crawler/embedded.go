@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -106,11 +107,16 @@ func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (p *pip
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	p.closers = append(p.closers, func() error {
-		stop()
-		err := <-done
-		return errors.Join(err, w.Close())
-	})
+	var once sync.Once
+	var stopErr error
+	p.stopWorker = func() error {
+		once.Do(func() {
+			stop()
+			stopErr = errors.Join(<-done, w.Close())
+		})
+		return stopErr
+	}
+	p.closers = append(p.closers, p.stopWorker)
 	return p, nil
 }
 

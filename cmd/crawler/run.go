@@ -109,6 +109,14 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	if p.stopWorker != nil {
+		// Let the embedded worker finish what the crawler published, so
+		// the summary counts it (and the next run finds it admitted).
+		p.drain(ctx, topo, 30*time.Second)
+		if err := p.stopWorker(); err != nil {
+			logger.Warn("dedup worker", "err", err)
+		}
+	}
 	sum := summarize(ctx, c, p, topo, elapsed, end)
 	if jsonOut {
 		return json.NewEncoder(stdout).Encode(sum)
@@ -120,11 +128,31 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 // pipeline is the NATS the crawler talks to, external or embedded with its
 // dedup worker.
 type pipeline struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	dedup   dedupStats      // nil when the workers run elsewhere
-	filter  frontier.Filter // the embedded worker's filter, nil otherwise
-	closers []func() error
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	dedup  dedupStats      // nil when the workers run elsewhere
+	filter frontier.Filter // the embedded worker's filter, nil otherwise
+	// stopWorker stops the embedded dedup worker; nil for an external
+	// pipeline.
+	stopWorker func() error
+	closers    []func() error
+}
+
+// drain waits, at most d, for the discovered stream to be empty.
+func (p *pipeline) drain(ctx context.Context, topo frontier.Topology, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	for {
+		depth, err := crawl.QueueDepth(ctx, p.js, topo)
+		if err == nil && depth.Discovered == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (p *pipeline) close() error {
