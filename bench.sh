@@ -21,10 +21,8 @@ normalize() { run "normalize vs purell alone" \
                 go test ./normalize -count=1 -run '^$' -bench . -benchmem -timeout 30m; }
 pipeline()  { run "Pipeline: NATS in → normalize → filter → NATS out, vs normalize-only and filter-only" \
                 go test ./frontier -count=1 -run '^TestPipelineThroughput$' -sieve.pipelinebench -v -timeout 60m; }
-crawl()     { if grep -qs 'sieve.crawlbench' cmd/crawler/*_test.go crawl/*_test.go; then
-                run "Crawl of a generated 5,000-page site: Sieve vs plain colly" \
-                  go test ./cmd/crawler ./crawl -count=1 -run 'CrawlBench' -sieve.crawlbench -v -timeout 60m
-              fi; }
+crawl()     { run "Crawl of a generated 5,000-page trap site: Sieve (NATS + dedup worker + crawler) vs plain colly" \
+                go test ./crawl -count=1 -run '^$' -bench 'CrawlVsColly' -benchtime 1x -v -timeout 60m; }
 
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline crawl)
