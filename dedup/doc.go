@@ -57,8 +57,9 @@
 //	capacity_i = ceil(C0 · s^i)       (InitialCapacity, Factor s ≥ 1)
 //	fpp_i      = P · (1 − r) · r^i     (TargetFPP P, Tightening r in (0, 1))
 //
-// New keys go to the newest layer; when it holds capacity_i keys a new layer
-// is added. Older layers are only read. A key is seen if any layer holds it,
+// New keys go to the newest layer; a Bloom layer is full when it holds
+// capacity_i keys, a cuckoo layer when an insertion finds no free slot within
+// its kick budget, and then a new layer is added. Older layers are only read. A key is seen if any layer holds it,
 // so a key never added is wrongly seen with probability
 //
 //	1 − Π (1 − fpp_i)  ≤  Σ fpp_i  =  P · (1 − r) · Σ r^i  <  P
@@ -67,8 +68,8 @@
 // series that sums to P. (A Bloom layer's real rate at capacity is its
 // fpp_i within about 1%, from rounding k; the unspent budget P·r^L of the
 // layers not yet added absorbs that up to L ≈ 20 layers with the default r,
-// 2²⁰ times the first layer's capacity with the default s.) Growing by s keeps the number of layers, and so the
-// cost of a lookup, logarithmic in the number of keys; each new layer needs
+// 2²⁰ times the first layer's capacity with the default s.) Growing by s
+// keeps the number of layers, and so the cost of a lookup, logarithmic in the number of keys; each new layer needs
 // about ln(1/r)/(ln 2)² ≈ 0.46 more bits per key (r = 0.8) than the last for
 // its tighter rate. For a Bloom layer, Stats reports its fill (the fraction
 // of bits set) and its current rate fill^k, and for the filter
