@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -168,6 +169,7 @@ func testCrawlSiteOnce(t *testing.T, topo frontier.Topology) {
 	opts := fastOptions(topo, maxDepth)
 	opts.Logger = testLogger(t)
 	c := newCrawler(t, p.js, opts)
+	defer checkGoroutines(t, c)
 	if err := c.Run(ctx); !errors.Is(err, ErrIdle) {
 		d, _ := QueueDepth(context.Background(), p.js, topo)
 		t.Fatalf("Run = %v, want %v; stats %+v, queue %+v", err, ErrIdle, c.Stats(), d)
@@ -354,4 +356,37 @@ func TestCrawlerStopsGracefully(t *testing.T) {
 			t.Errorf("%s fetched %d times, want 0", path, got[path])
 		}
 	}
+}
+
+// checkGoroutines closes c and checks that no goroutine of the crawler,
+// its fetcher or its HTTP connections is left.
+func checkGoroutines(t *testing.T, c *Crawler) {
+	t.Helper()
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := ownGoroutines()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d goroutines left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ownGoroutines returns the stacks of goroutines running crawl code (tests
+// aside) or HTTP client connections.
+func ownGoroutines() []string {
+	buf := make([]byte, 4<<20)
+	var out []string
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		own := strings.Contains(g, "sieve/crawl.(*") || strings.Contains(g, "net/http.(*persistConn)") || strings.Contains(g, "gocolly")
+		if own && !strings.Contains(g, "_test.go") {
+			out = append(out, g)
+		}
+	}
+	return out
 }

@@ -1,10 +1,11 @@
-// Package crawl is Sieve's crawler: it takes URLs from the frontier, fetches
-// them with colly politely and safely, and reports what each page links to.
+// Package crawl is Sieve's crawler: it takes admitted URLs from the
+// frontier, fetches them with colly politely and safely, and publishes what
+// each page links to for the dedup workers.
 //
 // # Fetching
 //
-// A Fetcher fetches one URL at a time per call and is shared by all of a
-// crawler's goroutines:
+// A Fetcher fetches one URL per call and is shared by all of a crawler's
+// goroutines:
 //
 //   - robots.txt is honoured (RFC 9309): fetched once per origin, cached (LRU,
 //     at most 24 hours), 4xx read as "allow all", 5xx/429/network errors as
@@ -33,4 +34,33 @@
 // The Fetcher builds its colly collector without colly.NewCollector, which
 // would read COLLY_* environment variables, and its transport ignores
 // HTTP_PROXY: configuration comes only from FetcherOptions.
+//
+// # Crawling
+//
+// A Crawler consumes the frontier stream of package frontier, which is split
+// into partitions by host. Each partition is consumed by one crawler at a
+// time, so one host is fetched by one crawler and its politeness limits hold
+// across a fleet: crawlers lease partitions in the key-value bucket
+// <PREFIX>_CRAWLERS (see lease.go), each taking ⌈partitions / crawlers⌉,
+// giving back the ones above its share once the messages in hand are done,
+// and taking over those of a crawler that stopped renewing them.
+//
+// For each frontier message: the URL is checked against the crawl's scope
+// (ScopeHost by default: the seeds' host names; the seeds are kept in the
+// bucket <PREFIX>_CRAWLS by Seed) and depth; it is fetched; one discovered
+// message carries the page's in-scope links (or a redirect's target) to the
+// dedup workers; only then is the frontier message acknowledged. A crawler
+// killed at any point loses nothing: JetStream delivers an unacknowledged
+// message again after AckWait, to the partition's next owner. Messages
+// waiting for their host's turn are kept alive (InProgress) meanwhile.
+//
+// Temporary failures are handed back with a delay (NakWithDelay: the
+// backoff doubles from RetryBackoff, or Retry-After if longer) and given up
+// after MaxRetries redeliveries; permanent failures are counted by reason and
+// acknowledged. Redirect targets keep their page's depth, so chains of
+// redirects are counted instead (bucket <PREFIX>_REDIRECTS) and end after
+// MaxRedirects.
+//
+// Run ends when its context does, after IdleExit of an empty pipeline (both
+// streams empty, nothing in hand), or after MaxPages fetches.
 package crawl

@@ -459,27 +459,35 @@ func (t *callerContext) RoundTrip(req *http.Request) (*http.Response, error) {
 	if callerCtx == nil {
 		return t.base.RoundTrip(req)
 	}
-	ctx, cancel := context.WithCancel(req.Context())
-	stop := context.AfterFunc(callerCtx, cancel)
+	// The request's context ends when the caller's or colly's does. It is
+	// not cancelled when the exchange ends well: the transport would then
+	// race the body's end against the cancellation and drop the
+	// connection instead of keeping it alive. Detached from its parents,
+	// it needs no cancel to be released.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
+	stopCaller := context.AfterFunc(callerCtx, cancel)
+	stopColly := context.AfterFunc(req.Context(), cancel)
+	unhook := func() { stopCaller(); stopColly() }
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
-		stop()
+		unhook()
 		cancel()
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, done: func() { stop(); cancel() }}
+	resp.Body = &unhookOnClose{ReadCloser: resp.Body, unhook: unhook}
 	return resp, nil
 }
 
-type cancelOnClose struct {
+// unhookOnClose stops watching the contexts once the body is closed.
+type unhookOnClose struct {
 	io.ReadCloser
-	once sync.Once
-	done func()
+	once   sync.Once
+	unhook func()
 }
 
-func (b *cancelOnClose) Close() error {
+func (b *unhookOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(b.done)
+	b.once.Do(b.unhook)
 	return err
 }
 

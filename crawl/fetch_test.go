@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -385,5 +387,42 @@ func TestRetryAfter(t *testing.T) {
 		if got := retryAfter(tc.in, now); got != tc.want {
 			t.Errorf("retryAfter(%q) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestFetchKeepsConnections checks that fetched pages leave their
+// connection open for the next request to the host.
+func TestFetchKeepsConnections(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><a href="/x">x</a></html>`)
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	f := newFetcher(t, FetcherOptions{IgnoreRobots: true, HostParallel: 1}, strings.TrimPrefix(srv.URL, "http://"))
+	for i := range 5 {
+		if _, err := f.Fetch(t.Context(), fmt.Sprintf("%s/p/%d", srv.URL, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("5 fetches opened %d connections, want 1 (kept alive)", n)
+	}
+	if before := len(ownGoroutines()); before == 0 {
+		t.Errorf("no connection goroutine before Close: the check below would prove nothing")
+	}
+	f.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(ownGoroutines()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines left after Close: %q", ownGoroutines())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/testsite"
 )
 
@@ -174,7 +175,18 @@ func connect(s settings) (*pipeline, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &pipeline{nc: nc, js: js, closers: []func() error{func() error { nc.Close(); return nil }}}, nil
+	p := &pipeline{nc: nc, js: js, closers: []func() error{func() error { nc.Close(); return nil }}}
+	if s.Redis.Enabled() {
+		// The workers' shared statistics, for progress and the summary.
+		rdb, err := s.Redis.Client()
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.dedup = stats.NewRedis(rdb, s.Frontier.Prefix)
+		p.closers = append(p.closers, rdb.Close)
+	}
+	return p, nil
 }
 
 func newLogger(s settings, w io.Writer) *slog.Logger {

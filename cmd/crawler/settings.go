@@ -29,7 +29,7 @@ type settings struct {
 
 // crawlSettings is the crawl section: what the crawler fetches and how.
 type crawlSettings struct {
-	ID              string        `yaml:"id" help:"crawl id, 1-64 of [A-Za-z0-9_-]: the crawl that seed adds to and whose scope applies"`
+	ID              string        `yaml:"id" help:"crawl id, 1-64 of [A-Za-z0-9_-]: the crawl seed (and run --seed) adds to; run crawls every crawl on the frontier, each in the scope of its own seeds"`
 	UserAgent       string        `yaml:"user_agent" help:"User-Agent header; its product token (before the first /) is matched against robots.txt groups"`
 	Scope           string        `yaml:"scope" help:"hosts followed from the seeds: host (the seeds' host names), domain (their registrable domains) or any"`
 	AllowDomains    []string      `yaml:"allow_domains" help:"further domains followed (example.org also allows its subdomains)"`
