@@ -99,7 +99,7 @@ func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (p *pip
 		BackoffMax:      s.Worker.BackoffMax,
 		ShutdownTimeout: s.Worker.ShutdownTimeout,
 		StatsInterval:   min(s.Worker.StatsInterval, 250*time.Millisecond),
-		Logger:          logger.With("component", "dedup-worker"),
+		Logger:          workerLogger(s, logger),
 	})
 	if err != nil {
 		return nil, err
@@ -188,4 +188,19 @@ func openFilter(ctx context.Context, s settings, policy string) (frontier.Filter
 		return errors.Join(err, f.Close())
 	}
 	return f, stats.NewMemory(), closeFn, nil
+}
+
+// workerLogger is the embedded worker's logger: its start and stop notices
+// are noise beside the crawler's progress, so below debug level it logs
+// warnings and errors only.
+func workerLogger(s settings, logger *slog.Logger) *slog.Logger {
+	if s.Log.Level == "debug" {
+		return logger.With("component", "dedup-worker")
+	}
+	o := &slog.HandlerOptions{Level: slog.LevelWarn}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, o)
+	if s.Log.Format == "json" {
+		h = slog.NewJSONHandler(os.Stderr, o)
+	}
+	return slog.New(h).With("component", "dedup-worker")
 }
