@@ -680,6 +680,22 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 				return
 			}
 		}
+		if entry.Depth == 0 {
+			// A seed that moved (http://example.com/ →
+			// https://www.example.com/) takes its scope along.
+			if tu, err := url.Parse(page.Redirect); err == nil {
+				if in, _ := o.Scope.in(seeds, tu); !in {
+					if err := c.seeds.moved(ctx, entry.Crawl, page.Redirect); err != nil {
+						c.retryLater(msg, err.Error())
+						return
+					}
+					if seeds, err = c.seeds.get(ctx, entry.Crawl, true); err != nil {
+						c.retryLater(msg, err.Error())
+						return
+					}
+				}
+			}
+		}
 		d.Kind = frontier.KindRedirect
 		links = []string{page.Redirect}
 	}

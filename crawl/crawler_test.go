@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"sort"
 	"strings"
@@ -389,4 +392,56 @@ func ownGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// TestCrawlerSeedMoves seeds a URL that redirects to another host, as
+// http://example.com/ → https://www.example.com/ does: the crawl follows the
+// seed to its new host and crawls it. A redirect is no seed, though: when the
+// new host is a loopback one, the address guard refuses it unless allowed.
+func TestCrawlerSeedMoves(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		allow []string
+	}{
+		{"to a forbidden address", nil},
+		{"to an allowed address", []string{"localhost"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			site := startSite(t, testsite.Options{Pages: 30})
+			mux := http.NewServeMux()
+			mux.Handle("/{$}", http.RedirectHandler(site.URL, http.StatusMovedPermanently))
+			mover := httptest.NewUnstartedServer(mux) // robots.txt: 404
+			l, err := net.Listen("tcp", "127.0.0.9:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mover.Listener = l
+			mover.Start()
+			defer mover.Close()
+
+			topo := frontier.Topology{Partitions: 2}
+			p := startPipeline(t, topo)
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			if err := Seed(ctx, p.js, topo, "moved", []string{mover.URL + "/"}); err != nil {
+				t.Fatal(err)
+			}
+			const maxDepth = 6
+			opts := fastOptions(topo, maxDepth)
+			opts.Fetcher.AllowAddresses = tc.allow
+			c := newCrawler(t, p.js, opts)
+			if err := c.Run(ctx); !errors.Is(err, ErrIdle) {
+				t.Fatalf("Run = %v", err)
+			}
+			st := c.Stats()
+			if tc.allow == nil {
+				if st.Failed[ReasonForbiddenAddress] != 1 || st.Fetched != 1 || len(site.Fetches()) != 0 {
+					t.Errorf("moved to loopback: fetched %d, failed %v, site requests %v; want only the redirect fetched and its target refused",
+						st.Fetched, st.Failed, site.Fetches())
+				}
+				return
+			}
+			checkPlan(t, site, site.Plan(maxDepth), 2)
+		})
+	}
 }

@@ -27,7 +27,13 @@ import (
 var ErrBadSeed = errors.New("crawl: bad seed")
 
 type crawlRecord struct {
+	// Seeds are the URLs given as seeds: they set the scope, and a seed on
+	// a loopback or private host allows that host.
 	Seeds []string `json:"seeds"`
+	// Moved are the targets seeds redirected to (http://example.com/ →
+	// https://www.example.com/): they widen the scope like seeds, but
+	// allow no forbidden address, since a site chose them, not a person.
+	Moved []string `json:"moved,omitempty"`
 }
 
 func crawlsBucket(prefix string) string {
@@ -90,6 +96,28 @@ func Seed(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, c
 
 // addSeeds merges seeds into the crawl's record with compare-and-set.
 func addSeeds(ctx context.Context, kv jetstream.KeyValue, crawl string, seeds []string) error {
+	return updateCrawl(ctx, kv, crawl, func(rec *crawlRecord) bool { return merge(&rec.Seeds, seeds) })
+}
+
+// addMoved records where a seed redirected to.
+func addMoved(ctx context.Context, kv jetstream.KeyValue, crawl string, targets []string) error {
+	return updateCrawl(ctx, kv, crawl, func(rec *crawlRecord) bool { return merge(&rec.Moved, targets) })
+}
+
+func merge(list *[]string, add []string) bool {
+	changed := false
+	for _, s := range add {
+		if !slices.Contains(*list, s) {
+			*list = append(*list, s)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// updateCrawl applies change to the crawl's record with compare-and-set,
+// retrying when another process changed it meanwhile.
+func updateCrawl(ctx context.Context, kv jetstream.KeyValue, crawl string, change func(*crawlRecord) bool) error {
 	for {
 		var rec crawlRecord
 		var rev uint64
@@ -104,14 +132,7 @@ func addSeeds(ctx context.Context, kv jetstream.KeyValue, crawl string, seeds []
 				return fmt.Errorf("crawl: crawl %s record: %w", crawl, err)
 			}
 		}
-		changed := false
-		for _, s := range seeds {
-			if !slices.Contains(rec.Seeds, s) {
-				rec.Seeds = append(rec.Seeds, s)
-				changed = true
-			}
-		}
-		if !changed {
+		if !change(&rec) {
 			return nil
 		}
 		data, _ := json.Marshal(rec)
@@ -124,10 +145,21 @@ func addSeeds(ctx context.Context, kv jetstream.KeyValue, crawl string, seeds []
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
-			return fmt.Errorf("crawl: record seeds of %s: %w", crawl, err)
+			return fmt.Errorf("crawl: record crawl %s: %w", crawl, err)
 		}
-		// Someone else added seeds meanwhile: read again.
 	}
+}
+
+// moved records that a seed of crawl redirected to target, and forgets the
+// cached seeds so the next look-up sees it.
+func (c *seedCache) moved(ctx context.Context, crawl, target string) error {
+	if err := addMoved(ctx, c.kv, crawl, []string{target}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.crawls, crawl)
+	c.mu.Unlock()
+	return nil
 }
 
 // seedCache keeps the crawls' seed sets a crawler has looked up, reading the
@@ -176,7 +208,7 @@ func (c *seedCache) get(ctx context.Context, crawl string, stale bool) (seedSet,
 	if c.onSeeds != nil {
 		c.onSeeds(rec.Seeds)
 	}
-	cs = &cachedSeeds{set: newSeedSet(rec.Seeds), read: time.Now()}
+	cs = &cachedSeeds{set: newSeedSet(append(rec.Seeds, rec.Moved...)), read: time.Now()}
 	c.mu.Lock()
 	c.crawls[crawl] = cs
 	c.mu.Unlock()
