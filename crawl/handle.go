@@ -1,0 +1,248 @@
+package crawl
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/frontier"
+)
+
+// handle processes one frontier message to its end: acknowledged,
+// terminated, or handed back for a later try.
+func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
+	ctx := c.jobCtx
+	o := c.opts
+	entry, err := frontier.DecodeEntry(msg.Data())
+	if err != nil {
+		var pe *frontier.PoisonError
+		reason := "poison"
+		if errors.As(err, &pe) {
+			reason = "poison_" + pe.Reason
+		}
+		c.stats.skip(reason)
+		o.Logger.Warn("unreadable frontier message", "err", err)
+		_ = msg.TermWithReason(reason)
+		return
+	}
+	u, err := url.Parse(entry.URL)
+	if err != nil {
+		c.stats.skip("bad_url")
+		_ = msg.TermWithReason("bad_url")
+		return
+	}
+	seeds, err := c.seeds.get(ctx, entry.Crawl, false)
+	if err != nil {
+		c.retryLater(msg, "crawl record: "+err.Error())
+		return
+	}
+	in, why := o.Scope.in(seeds, u)
+	if !in && entry.Depth == 0 {
+		// A new seed of a known crawl: read the seeds again.
+		if seeds, err = c.seeds.get(ctx, entry.Crawl, true); err == nil {
+			in, why = o.Scope.in(seeds, u)
+		}
+	}
+	switch {
+	case !in:
+		c.stats.skip(why)
+		c.ack(ctx, msg)
+		return
+	case entry.Depth > o.MaxDepth:
+		c.stats.skip("too_deep")
+		c.ack(ctx, msg)
+		return
+	}
+	if o.MaxPages > 0 && c.started.Add(1) > o.MaxPages {
+		_ = msg.Nak() // for the next run
+		return
+	} else if o.MaxPages == 0 {
+		c.started.Add(1)
+	}
+
+	page, err := c.fetcher.fetch(r.ctx, ctx, entry.URL)
+	if err != nil {
+		if r.ctx.Err() != nil && ctx.Err() == nil && !isFetchError(err) {
+			// Given back before its turn came: unfetched, for the
+			// partition's next owner.
+			c.started.Add(-1)
+			_ = msg.Nak()
+			return
+		}
+		if isFetchError(err) {
+			c.finished.Add(1)
+		}
+		c.failed(ctx, msg, entry, err)
+		return
+	}
+	c.finished.Add(1)
+	c.stats.fetched(page)
+	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
+	links := page.Links
+	if page.Redirect != "" {
+		hops, err := c.redirects.hops(ctx, entry.URL)
+		if err != nil {
+			c.retryLater(msg, err.Error())
+			return
+		}
+		if hops++; hops > o.MaxRedirects {
+			c.stats.fail(ReasonTooManyRedirects)
+			c.ack(ctx, msg)
+			return
+		}
+		if target, err := o.Canonicalize(page.Redirect); err == nil {
+			if err := c.redirects.record(ctx, target, hops); err != nil {
+				c.retryLater(msg, err.Error())
+				return
+			}
+		}
+		if entry.Depth == 0 {
+			// A seed that moved (http://example.com/ →
+			// https://www.example.com/) takes its scope along.
+			if tu, err := url.Parse(page.Redirect); err == nil {
+				if in, _ := o.Scope.in(seeds, tu); !in {
+					if err := c.seeds.moved(ctx, entry.Crawl, page.Redirect); err != nil {
+						c.retryLater(msg, err.Error())
+						return
+					}
+					if seeds, err = c.seeds.get(ctx, entry.Crawl, true); err != nil {
+						c.retryLater(msg, err.Error())
+						return
+					}
+				}
+			}
+		}
+		d.Kind = frontier.KindRedirect
+		links = []string{page.Redirect}
+	}
+	linkDepth := d.LinkDepth()
+	for _, l := range links {
+		lu, err := url.Parse(l)
+		if err != nil {
+			c.stats.dropLink("bad_url")
+			continue
+		}
+		if ok, why := o.Scope.in(seeds, lu); !ok {
+			c.stats.dropLink(why)
+			continue
+		}
+		if linkDepth > o.MaxDepth {
+			c.stats.dropLink("too_deep")
+			continue
+		}
+		d.Links = append(d.Links, l)
+	}
+	if !c.publish(ctx, msg, d) {
+		return
+	}
+	c.stats.published(len(d.Links))
+	c.ack(ctx, msg)
+}
+
+func isFetchError(err error) bool {
+	var fe *FetchError
+	return errors.As(err, &fe)
+}
+
+// publish puts d on the discovered stream, retrying while NATS is away (the
+// message is kept alive meanwhile). A page whose links do not fit in one
+// message is published in several. It returns false if it gave up, having
+// settled msg.
+func (c *Crawler) publish(ctx context.Context, msg jetstream.Msg, d frontier.Discovered) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.publishParts(pctx, d)
+		cancel()
+		if err == nil {
+			return true
+		}
+		var pe *frontier.PoisonError
+		if errors.As(err, &pe) {
+			// Cannot happen for a well-formed page; count it and move on.
+			c.stats.skip("unpublishable_" + pe.Reason)
+			c.opts.Logger.Warn("page not publishable", "url", d.URL, "err", err)
+			c.ack(ctx, msg)
+			return false
+		}
+		if ctx.Err() != nil {
+			_ = msg.Nak()
+			return false
+		}
+		c.opts.Logger.Debug("publish discovered", "url", d.URL, "err", err)
+		_ = msg.InProgress()
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// publishParts publishes d, halving its links until each part fits in a
+// message. A retried part is stored once (its id is a digest of its bytes).
+func (c *Crawler) publishParts(ctx context.Context, d frontier.Discovered) error {
+	err := c.opts.Topology.PublishDiscovered(ctx, c.js, d)
+	var pe *frontier.PoisonError
+	if errors.As(err, &pe) && pe.Reason == frontier.PoisonTooLarge && len(d.Links) > 1 {
+		half := len(d.Links) / 2
+		a, b := d, d
+		a.Links, b.Links = d.Links[:half], d.Links[half:]
+		if err := c.publishParts(ctx, a); err != nil {
+			return err
+		}
+		return c.publishParts(ctx, b)
+	}
+	return err
+}
+
+func (c *Crawler) ack(ctx context.Context, msg jetstream.Msg) {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := msg.DoubleAck(actx); err != nil {
+		// The message will be delivered again: its page is fetched twice
+		// at worst, its links deduplicated.
+		c.opts.Logger.Debug("ack frontier message", "err", err)
+	}
+}
+
+func (c *Crawler) retryLater(msg jetstream.Msg, why string) {
+	c.opts.Logger.Debug("message handed back", "why", why)
+	_ = msg.NakWithDelay(time.Second)
+}
+
+// failed settles a message whose fetch failed.
+func (c *Crawler) failed(ctx context.Context, msg jetstream.Msg, entry frontier.Entry, err error) {
+	o := c.opts
+	if ctx.Err() != nil {
+		c.started.Add(-1)
+		_ = msg.Nak()
+		return
+	}
+	var fe *FetchError
+	if !errors.As(err, &fe) {
+		c.started.Add(-1)
+		c.retryLater(msg, err.Error())
+		return
+	}
+	if fe.Status != 0 {
+		c.stats.response()
+	}
+	if fe.Temporary {
+		n := uint64(1)
+		if md, merr := msg.Metadata(); merr == nil {
+			n = md.NumDelivered
+		}
+		if n <= uint64(o.MaxRetries) {
+			delay := min(o.RetryBackoff<<(n-1), o.MaxRetryDelay)
+			delay = max(delay, min(fe.RetryAfter, o.MaxRetryDelay))
+			c.stats.retry(fe.Reason)
+			o.Logger.Debug("retrying later", "url", entry.URL, "reason", fe.Reason, "try", n, "delay", delay)
+			_ = msg.NakWithDelay(delay)
+			return
+		}
+	}
+	c.stats.fail(fe.Reason)
+	o.Logger.Debug("giving up", "url", entry.URL, "reason", fe.Reason, "err", fe.Err)
+	c.ack(ctx, msg)
+}
