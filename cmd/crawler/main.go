@@ -79,8 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crawler run: unexpected arguments %q (seeds go in --seed)\n", fs.Args())
 		return 2
 	}
-	natsGiven := fs.Lookup("nats-url") != nil && isSet(fs, "nats-url") || os.Getenv(config.EnvPrefix+"NATS_URL") != ""
-	if s.Demo && !natsGiven {
+	// The demo runs embedded unless a NATS server was named.
+	if s.Demo && s.NATS.URL == defaultSettings().NATS.URL {
 		s.Embedded = true
 	}
 	if err := errors.Join(s.Config.Validate(), s.validate()); err != nil {
@@ -104,14 +104,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
 }
