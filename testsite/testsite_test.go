@@ -20,8 +20,8 @@ func TestSiteServesItsTraps(t *testing.T) {
 	}{
 		{path: "/", status: 200, ctype: "text/html", body: `href="/calendar/2024/06"`},
 		{path: "/p/3", status: 200, ctype: "text/html", body: "page 3"},
-		{path: "/p/20", status: 404},   // beyond Pages
-		{path: "/p/03", status: 404},   // one spelling per page number
+		{path: "/p/20", status: 404}, // beyond Pages
+		{path: "/p/03", status: 404}, // one spelling per page number
 		{path: "/p/1", status: 200, body: `<base href=`},
 		{path: "/robots.txt", status: 200, ctype: "text/plain", body: "Disallow: /private/"},
 		{path: "/old/2", status: 301, location: "/moved/2"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,8 +37,9 @@ type filterStats interface {
 
 // startEmbedded starts the whole pipeline in this process: a NATS server
 // with JetStream storing under <data_dir>/nats, and a dedup worker whose
-// filter is an in-memory scalable Bloom filter loaded from and saved to
-// <data_dir>/seen.bloom (or the filter in Redis when redis.url is set).
+// filter is in memory (filter.kind, a scalable Bloom filter by default),
+// loaded from and saved to <data_dir>/seen.<kind>, or the filter in Redis
+// when redis.url is set.
 func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (p *pipeline, err error) {
 	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -120,42 +120,30 @@ func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (p *pip
 	return p, nil
 }
 
-// memoryFilter is the in-memory filter of the embedded mode.
-type memoryFilter interface {
-	frontier.Filter
-	filterStats
-	Save(ctx context.Context, path string) error
-	Close() error
-}
-
-// openFilter opens the embedded worker's filter and stats: in memory with a
-// snapshot in the data directory, or in Redis when redis.url is set.
+// openFilter opens the embedded worker's filter and stats: in memory, loaded
+// from and saved to a snapshot in the data directory, or in Redis (filter
+// and stats shared with a deployment) when redis.url is set.
 func openFilter(ctx context.Context, s settings, policy string) (frontier.Filter, statsStore, func() error, error) {
 	if s.Redis.Enabled() {
-		return openRedisFilter(ctx, s, policy)
+		client, err := s.Redis.Client()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		f, err := s.Filter.Open(ctx, client, policy)
+		if err != nil {
+			client.Close()
+			return nil, nil, nil, err
+		}
+		closeFn := func() error { return errors.Join(f.Close(), client.Close()) }
+		return f, stats.NewRedis(client, s.Frontier.Prefix), closeFn, nil
 	}
-	path := s.Filter.Snapshot
-	if path == "" {
-		path = filepath.Join(s.DataDir, "seen.bloom")
+	fc := s.Filter
+	if fc.Snapshot == "" {
+		fc.Snapshot = filepath.Join(s.DataDir, "seen."+fc.Kind)
 	}
-	opts := dedup.ScalableOptions{
-		Growth: dedup.Growth{
-			InitialCapacity: s.Filter.Capacity,
-			TargetFPP:       s.Filter.FPP,
-			Factor:          s.Filter.Growth,
-			Tightening:      s.Filter.Tightening,
-		},
-		Policy: policy,
-		Force:  s.Filter.Force,
-	}
-	var f memoryFilter
-	var err error
-	f, err = dedup.LoadScalableBloom(ctx, path, opts)
-	if errors.Is(err, fs.ErrNotExist) {
-		f, err = dedup.NewScalableBloom(opts)
-	}
+	f, err := fc.Open(ctx, nil, policy)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("filter %s: %w", path, err)
+		return nil, nil, nil, err
 	}
 	// Saved every snapshot_interval, and at the end: a run that dies
 	// loses at most an interval of marks (URLs then admitted again, so
@@ -164,7 +152,7 @@ func openFilter(ctx context.Context, s settings, policy string) (frontier.Filter
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)
-		every := s.Filter.SnapshotInterval
+		every := fc.SnapshotInterval
 		if every <= 0 {
 			every = time.Minute
 		}
@@ -175,7 +163,7 @@ func openFilter(ctx context.Context, s settings, policy string) (frontier.Filter
 			case <-saveCtx.Done():
 				return
 			case <-t.C:
-				_ = f.Save(saveCtx, path)
+				_ = fc.Save(saveCtx, f)
 			}
 		}
 	}()
@@ -184,8 +172,7 @@ func openFilter(ctx context.Context, s settings, policy string) (frontier.Filter
 		<-saved
 		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		err := f.Save(sctx, path)
-		return errors.Join(err, f.Close())
+		return errors.Join(fc.Save(sctx, f), f.Close())
 	}
 	return f, stats.NewMemory(), closeFn, nil
 }

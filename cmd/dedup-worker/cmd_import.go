@@ -42,7 +42,7 @@ func (t *tools) open(ctx context.Context, cfg *config.Config, policy string, cre
 	}
 	var err error
 	if create {
-		t.filter, err = openFilter(ctx, cfg.Filter, t.rdb, policy)
+		t.filter, err = cfg.Filter.Open(ctx, t.rdb, policy)
 	} else {
 		t.filter, err = openExisting(ctx, cfg, t.rdb, policy)
 	}
@@ -173,7 +173,7 @@ func cmdImport(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		fmt.Fprintf(e.stderr, "dedup-worker import: stats not updated: %v\n", err)
 	}
 	if t.rdb == nil {
-		if err := saveFilter(ctx, t.filter, cfg.Filter.Snapshot); err != nil {
+		if err := cfg.Filter.Save(ctx, t.filter); err != nil {
 			return fail(fmt.Errorf("save snapshot: %w", err))
 		}
 	}

@@ -43,7 +43,7 @@ func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalCl
 		if n == 0 {
 			return nil, nil
 		}
-		return openFilter(ctx, cfg.Filter, rdb, policy)
+		return cfg.Filter.Open(ctx, rdb, policy)
 	}
 	if cfg.Filter.Snapshot == "" {
 		return nil, errNoSharedFilter
@@ -51,7 +51,7 @@ func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalCl
 	if _, err := os.Stat(cfg.Filter.Snapshot); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	return openFilter(ctx, cfg.Filter, nil, policy)
+	return cfg.Filter.Open(ctx, nil, policy)
 }
 
 // cliNATS connects to NATS for a short command: fail fast, no reconnects.

@@ -215,7 +215,7 @@ func (m *Main) openFilter(ctx context.Context) error {
 	logged := false
 	for {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		f, err := openFilter(octx, m.Config.Filter, m.rdb, m.canon.Version())
+		f, err := m.Config.Filter.Open(octx, m.rdb, m.canon.Version())
 		cancel()
 		if err == nil {
 			if logged {
@@ -256,7 +256,7 @@ func (m *Main) snapshotLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := saveFilter(ctx, m.filter, m.Config.Filter.Snapshot); err != nil {
+			if err := m.Config.Filter.Save(ctx, m.filter); err != nil {
 				m.Logger.Error("filter snapshot failed", "path", m.Config.Filter.Snapshot, "error", err)
 			}
 		}
@@ -278,7 +278,7 @@ func (m *Main) Close() error {
 		}
 		if m.filter != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			if err := saveFilter(ctx, m.filter, m.Config.Filter.Snapshot); err != nil {
+			if err := m.Config.Filter.Save(ctx, m.filter); err != nil {
 				errs = append(errs, fmt.Errorf("save filter snapshot: %w", err))
 			}
 			cancel()

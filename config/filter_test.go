@@ -1,0 +1,82 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/redistest"
+)
+
+// TestFilterOpen opens every kind of filter from a Filter section, in
+// memory (with a snapshot that a second open reloads) and in a real Redis
+// (which a second open finds filled), and checks that each remembers a key.
+func TestFilterOpen(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client()
+	tests := []struct {
+		name string
+		kind string
+		rdb  redis.UniversalClient
+		want string // Stats().Kind
+	}{
+		{"bloom in memory", "bloom", nil, "bloom"},
+		{"cuckoo in memory", "cuckoo", nil, "cuckoo"},
+		{"bloom in redis", "bloom", rdb, "bloom"},
+		{"cuckoo in redis", "cuckoo", rdb, "cuckoo"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := Default().Filter
+			fc.Kind, fc.Name, fc.Capacity, fc.FPP = tt.kind, "t:"+tt.kind, 1000, 0.01
+			if tt.rdb == nil {
+				fc.Snapshot = filepath.Join(t.TempDir(), "seen")
+			}
+			key := [][]byte{[]byte("https://example.com/")}
+			f, err := fc.Open(ctx, tt.rdb, "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := f.TestAndAdd(ctx, key); err != nil || !got[0] {
+				t.Fatalf("first TestAndAdd = %v, %v; want new", got, err)
+			}
+			st, err := f.Stats(ctx)
+			if err != nil || st.Kind != tt.want || st.Items != 1 {
+				t.Fatalf("Stats = kind %q, %d items, %v; want %q, 1 item", st.Kind, st.Items, err, tt.want)
+			}
+			if err := fc.Save(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f, err = fc.Open(ctx, tt.rdb, "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if got, err := f.Contains(ctx, key); err != nil || !got[0] {
+				t.Fatalf("reopened Contains = %v, %v; want the key kept", got, err)
+			}
+			// Another policy version is refused, naming the mismatch.
+			if _, err := fc.Open(ctx, tt.rdb, "2"); !errors.Is(err, dedup.ErrMismatch) {
+				t.Fatalf("open under policy 2: err = %v, want ErrMismatch", err)
+			}
+		})
+	}
+}
+
+func TestFilterOpenUnknownKind(t *testing.T) {
+	fc := Default().Filter
+	fc.Kind = "quotient"
+	_, err := fc.Open(context.Background(), nil, "1")
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "filter.kind" {
+		t.Fatalf("err = %v, want a FieldError for filter.kind", err)
+	}
+}
