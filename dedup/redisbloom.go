@@ -65,6 +65,12 @@ type RedisBloomOptions struct {
 	// Force opens a filter stored under another Policy, replacing the stored
 	// policy with this one. It does not override any other parameter.
 	Force bool
+	// MirrorBytes bounds this process's local copy of the filter's bits,
+	// which answers repeated keys without Redis and spares the script the
+	// frozen layers (see bloomMirror); layers are copied oldest first while
+	// they fit. 0 means DefaultRedisBloomMirrorBytes (256 MiB); negative:
+	// no copy. It is not stored with the filter: each process chooses.
+	MirrorBytes int64
 }
 
 func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
@@ -85,6 +91,9 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 	}
 	if o.ChunkBytes == 0 {
 		o.ChunkBytes = DefaultRedisBloomChunkBytes
+	}
+	if o.MirrorBytes == 0 {
+		o.MirrorBytes = DefaultRedisBloomMirrorBytes
 	}
 	return o
 }
@@ -172,6 +181,7 @@ type RedisBloom struct {
 	// seen is each shard's layer count as last answered by Redis; a guess,
 	// corrected by a "stale" answer.
 	seen   []atomic.Int32
+	mirror *bloomMirror // nil: none
 	closed atomic.Bool
 }
 
@@ -259,6 +269,9 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 	for j := range f.seen {
 		f.seen[j].Store(1)
 	}
+	if opts.MirrorBytes > 0 {
+		f.mirror = newBloomMirror(opts.Shards, opts.MirrorBytes)
+	}
 	return f, nil
 }
 
@@ -340,6 +353,10 @@ func (f *RedisBloom) Contains(ctx context.Context, keys [][]byte) ([]bool, error
 type redisShardWork struct {
 	shard int
 	idx   []int
+	// skip is the number of oldest layers the mirror answered for.
+	skip int
+	// layers is the layer count the script call was built for.
+	layers int
 }
 
 func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]bool, error) {
@@ -360,9 +377,16 @@ func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]boo
 	// sequential semantics, and no script call runs for too long.
 	var todo []redisShardWork
 	for j, idx := range f.shards.group(hashes, nil) {
+		skip := 0
+		if f.mirror != nil && len(idx) > 0 {
+			var err error
+			if idx, skip, err = f.mirrorAnswers(ctx, j, hashes, idx, mode, out); err != nil {
+				return nil, err
+			}
+		}
 		for len(idx) > 0 {
 			n := min(len(idx), redisBloomCallKeys)
-			todo = append(todo, redisShardWork{shard: j, idx: idx[:n]})
+			todo = append(todo, redisShardWork{shard: j, idx: idx[:n], skip: skip})
 			idx = idx[n:]
 		}
 	}
@@ -396,6 +420,9 @@ func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]boo
 				}
 				for x := 0; x < r.done; x++ {
 					out[w.idx[x]] = r.flags[x] == '1'
+				}
+				if f.mirror != nil && mode == redisBloomAdd {
+					f.mirrorLearn(w, hashes, out, r.done)
 				}
 				f.seen[w.shard].Store(int32(r.layers))
 				if r.stale {
@@ -441,20 +468,26 @@ func (f *RedisBloom) groupCalls(todo []redisShardWork) [][]redisShardWork {
 func (f *RedisBloom) call(mode string, hashes []Hash, ws []redisShardWork) (redisCall, error) {
 	var keys []string
 	args := []any{mode, f.chunk, f.fetch, len(ws)}
-	for _, w := range ws {
+	for x := range ws {
+		w := &ws[x]
 		L := int(f.seen[w.shard].Load())
 		if L < 1 || L > len(f.layers) {
 			return redisCall{}, fmt.Errorf("shard %d has %d layers, more than the %d its schedule can size", w.shard, L, len(f.layers))
 		}
+		w.layers = L
 		keys = append(keys, f.shards.key(w.shard, "state"))
-		args = append(args, L, len(w.idx))
+		args = append(args, L, len(w.idx), w.skip)
 		for i, l := range f.layers[:L] {
 			for c := uint64(0); c*f.chunk < l.bits; c++ {
 				keys = append(keys, f.shards.key(w.shard, "bits:"+strconv.Itoa(i)+":"+strconv.FormatUint(c, 10)))
 			}
 			args = append(args, l.k, l.capacity, l.bits)
 		}
-		for _, l := range f.layers[:L] {
+		for i, l := range f.layers[:L] {
+			if i < w.skip {
+				args = append(args, "")
+				continue
+			}
 			args = append(args, msgpackPositions(hashes, w.idx, l.k, l.bits))
 		}
 	}

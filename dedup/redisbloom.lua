@@ -11,9 +11,12 @@
 -- ARGV[4]  the number of shard sections that follow
 -- Each section (one shard, its keys in batch order):
 --   ARGV   L, the layer count the caller computed positions for; n, the
---          number of keys; per layer (3 each): k (hashes), capacity (items),
---          size in bits; then per layer a MessagePack array of the keys' bit
---          positions, key by key, k per key, as offsets in the layer's array.
+--          number of keys; skip, the number of oldest layers the caller
+--          checked itself (frozen layers it holds a complete copy of; less
+--          than L), which the script does not probe; per layer (3 each): k
+--          (hashes), capacity (items), size in bits; then per layer a
+--          MessagePack array of the keys' bit positions, key by key, k per
+--          key, as offsets in the layer's array (empty for skipped layers).
 --   KEYS   the shard's state hash ("layers" = layer count, "n<i>" = items
 --          admitted into layer i, absent = 0), then the bit chunk keys,
 --          layer 0's chunks first, then layer 1's, ...
@@ -49,9 +52,9 @@ local LIMIT = 7200
 -- shard answers one section whose first key is KEYS[ka] and first argument
 -- ARGV[aa]. It returns the reply's four values and the next section's ka, aa.
 local function shard(ka, aa)
-  local L, n = tonumber(ARGV[aa]), tonumber(ARGV[aa + 1])
+  local L, n, skip = tonumber(ARGV[aa]), tonumber(ARGV[aa + 1]), tonumber(ARGV[aa + 2])
   local k, cap, size, nch, kbase = {}, {}, {}, {}, {}
-  local a, kb = aa + 2, ka + 1
+  local a, kb = aa + 3, ka + 1
   for i = 1, L do
     k[i], cap[i], size[i] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     nch[i] = math.ceil(size[i] / cbits)
@@ -219,16 +222,16 @@ local function shard(ka, aa)
   local pending = {}
   for q = 1, n do pending[q] = q end
 
-  -- Layers only read: all of them for contains, all but the newest for add.
-  -- Newest first: newer layers hold more keys, so a repeated key is found
-  -- sooner and drops out of the older layers' probes.
+  -- Layers only read: all of them for contains, all but the newest for add,
+  -- but the skipped. Newest first: newer layers hold more keys, so a
+  -- repeated key is found sooner and drops out of the older layers' probes.
   local yes = '1'
   local last = L
   if mode == 'a' then
     last = L - 1
     yes = '0' -- present in an old layer means not new
   end
-  for i = last, 1, -1 do
+  for i = last, skip + 1, -1 do
     if #pending == 0 then break end
     local out = absent(i, pending)
     local rest = {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -271,15 +272,17 @@ func TestRedisBloomRacingAddersOneNew(t *testing.T) {
 func TestRedisBloomRacingAddersWhileGrowing(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	for _, fetch := range []int{redisBloomFetch, 0} {
-		t.Run(fmt.Sprintf("fetch=%d", fetch), func(t *testing.T) {
-			raceWhileGrowing(t, srv.Client(), fmt.Sprintf("racegrow%d", fetch), fetch)
-		})
+		for _, mirror := range []int64{0, -1} {
+			t.Run(fmt.Sprintf("fetch=%d,mirror=%d", fetch, mirror), func(t *testing.T) {
+				raceWhileGrowing(t, srv.Client(), fmt.Sprintf("racegrow%d:%d", fetch, mirror), fetch, mirror)
+			})
+		}
 	}
 }
 
-func raceWhileGrowing(t *testing.T, c *redis.Client, name string, fetch int) {
+func raceWhileGrowing(t *testing.T, c *redis.Client, name string, fetch int, mirror int64) {
 	ctx := context.Background()
-	opts := RedisBloomOptions{InitialCapacity: 500, TargetFPP: 0.01, Shards: 4}
+	opts := RedisBloomOptions{InitialCapacity: 500, TargetFPP: 0.01, Shards: 4, MirrorBytes: mirror}
 	keys := urlKeys("grow", 0, 8000)
 	count := raceAdders(t, func(int) *RedisBloom {
 		f := openRedisBloom(t, c, name, opts)
@@ -538,8 +541,14 @@ func TestRedisBloomRecoversFromOutage(t *testing.T) {
 	srv.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Keys this process added are answered from its mirror (their bits
+	// never go back to 0); keys it does not know need Redis.
+	if got, err := f.TestAndAdd(ctx, keys); err != nil || slices.Contains(got, true) {
+		t.Errorf("known keys with Redis down: %v, %v; want all present, from the mirror", got, err)
+	}
+	unknown := append(urlKeys("down-new", 0, 10), keys...)
 	for name, call := range map[string]func(context.Context, [][]byte) ([]bool, error){"TestAndAdd": f.TestAndAdd, "Contains": f.Contains} {
-		got, err := call(ctx, keys)
+		got, err := call(ctx, unknown)
 		if err == nil || got != nil {
 			t.Fatalf("%s with Redis down = %v, %v; want an error", name, got, err)
 		}
@@ -736,5 +745,116 @@ func TestRedisBloomLargeBatch(t *testing.T) {
 		if st, err := f.Stats(ctx); err != nil || len(st.Layers) < 3 {
 			t.Errorf("%s: the batch should grow the filter to ≥ 3 layers: %d, %v", name, len(st.Layers), err)
 		}
+	}
+}
+
+// TestRedisBloomMirror checks the local mirror against Redis alone. Two
+// filters are grown 10-fold by the same adds, one by a process with a mirror
+// (learning as it adds), one without. Contains must answer alike from the
+// writer, from a fresh process (whose mirror reads the layers from Redis)
+// and from a process without a mirror on the other filter, on keys added
+// and never added; then the same TestAndAdd batch, which grows both filters
+// further, must answer alike on both. Over chunk sizes that do and do not
+// fill whole 64-bit words, and a budget that mirrors only the oldest layers.
+func TestRedisBloomMirror(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	tests := []struct {
+		name   string
+		chunk  int64 // ChunkBytes
+		budget int64 // MirrorBytes
+	}{
+		{"one chunk a layer", 0, 0},
+		{"chunks of 64 bits", 8, 0},
+		{"chunks of 72 bits", 9, 0},
+		{"budget for two layers", 0, 2000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "mirror:" + tt.name
+			base := RedisBloomOptions{InitialCapacity: 500, TargetFPP: 0.01, Shards: 2, ChunkBytes: tt.chunk}
+			with, without := base, base
+			with.MirrorBytes, without.MirrorBytes = tt.budget, -1
+			writer := openRedisBloom(t, srv.Client(), name, with)
+			added := urlKeys("mirror-in", 0, 5000)
+			addAll(t, writer, added, 250)
+			addAll(t, openRedisBloom(t, srv.Client(), name+":b", without), added, 250)
+			st, err := writer.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Layers) < 3 {
+				t.Fatalf("%d layers after 10x the capacity, want ≥ 3", len(st.Layers))
+			}
+			plain := openRedisBloom(t, srv.Client(), name+":b", without)
+			fresh := openRedisBloom(t, srv.Client(), name, with)
+			probe := append(urlKeys("mirror-out", 0, 20_000), added...)
+			want, err := plain.Contains(ctx, probe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []*RedisBloom{writer, fresh} {
+				got, err := f.Contains(ctx, probe)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for q := range probe {
+					if got[q] != want[q] {
+						t.Fatalf("Contains(%q) = %v with a mirror, %v without", probe[q], got[q], want[q])
+					}
+				}
+			}
+			fp := 0
+			for _, w := range want[:20_000] {
+				if w {
+					fp++
+				}
+			}
+			if limit := fppUpperBound(20_000, base.TargetFPP); fp > limit {
+				t.Errorf("%d false positives in 20,000 never-added keys, want ≤ %d", fp, limit)
+			}
+			for _, w := range want[20_000:] {
+				if !w {
+					t.Fatal("an added key is absent")
+				}
+			}
+			for at := 0; at < 20_000; at += 1000 {
+				batch := probe[at : at+1000]
+				got, err := fresh.TestAndAdd(ctx, batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := plain.TestAndAdd(ctx, batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for q := range batch {
+					if got[q] != want[q] {
+						t.Fatalf("TestAndAdd(%q) new = %v with a mirror, %v without", batch[q], got[q], want[q])
+					}
+				}
+			}
+			if tt.budget == 0 {
+				// By now the fresh process has met every layer: all but
+				// the newest are complete copies, which the script skips.
+				if _, complete, err := fresh.mirror.layersFor(ctx, fresh, 0, int(fresh.seen[0].Load())); err != nil || complete < 2 {
+					t.Errorf("fresh mirror: %d complete layers, %v; want ≥ 2", complete, err)
+				}
+			}
+			if tt.budget > 0 {
+				s := &fresh.mirror.shards[0]
+				s.mu.Lock()
+				n, mirrored := len(s.layers), 0
+				for _, l := range s.layers {
+					if l != nil {
+						mirrored++
+					}
+				}
+				s.mu.Unlock()
+				if mirrored == 0 || mirrored == n {
+					t.Errorf("budget %d bytes: %d of %d layers mirrored, want some but not all", tt.budget, mirrored, n)
+				}
+			}
+		})
 	}
 }
