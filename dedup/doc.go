@@ -13,7 +13,8 @@
 //     Save and LoadScalableBloom.
 //   - RedisBloom: the same scalable layers kept in Redis and sharded across
 //     keys (its documentation describes the sharding), shared by many
-//     workers.
+//     workers; each process keeps a local mirror of the bits it can prove
+//     set, which answers repeated keys without Redis.
 //   - Cuckoo and RedisCuckoo: growing cuckoo filters, in memory and in
 //     Redis, which can also forget keys.
 //

@@ -145,6 +145,13 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 // place, and those go again with positions for the new layer: one more
 // round trip per growth event, O(log n) times in a shard's life.
 //
+// Before any of that, each process answers what its local mirror of the
+// bits can prove (see bloomMirror and MirrorBytes): a key whose bits are all
+// set in a mirrored layer is present without asking Redis (a Bloom bit never
+// goes back to 0), and older layers the mirror holds whole copies of are
+// checked in Go, so the script reads only the newest layer. A crawl's
+// repeated URLs thus cost Redis nothing once this process has seen them.
+//
 // Inside the script a layer is probed with BITFIELD (about 0.5 µs of Redis
 // time a bit, in rounds that drop a key at its first 0 bit), or, when the
 // layer is small next to the work the batch would do on it, read whole with
