@@ -30,7 +30,15 @@ export CI=true
 go vet ./...
 go test -count=1 -timeout 25m ./...
 
-# The URL parser's fuzz target, for a short budget on top of its saved corpus.
-if grep -qs 'func FuzzURL' normalize/*_test.go; then
-	go test -run '^$' -fuzz '^FuzzURL$' -fuzztime 20s ./normalize
-fi
+# Every fuzz target for a short budget on top of its saved corpus (which the
+# plain test run above already replays): the URL parser longest, then each
+# decoder of untrusted bytes (snapshots, Guava streams, pipeline messages,
+# crawled pages, Retry-After headers).
+fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$3" "./$1"; }
+fuzz normalize FuzzURL 20s
+fuzz dedup FuzzReadGuava 5s
+fuzz dedup FuzzDecodeSnapshot 5s
+fuzz dedup FuzzReadCuckoo 5s
+fuzz frontier FuzzDecodeDiscovered 5s
+fuzz crawl FuzzFetchLinks 5s
+fuzz crawl FuzzRetryAfter 5s
