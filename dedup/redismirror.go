@@ -119,6 +119,9 @@ func (l *mirrorLayer) orRedis(b []byte, from uint64) {
 // (all but the newest of n). n comes from a script's answer, so the shard
 // had at least n layers then.
 func (m *bloomMirror) layersFor(ctx context.Context, f *RedisBloom, j, n int) ([]*mirrorLayer, int, error) {
+	if n < 1 || n > len(f.layers) {
+		return nil, 0, fmt.Errorf("shard has %d layers, more than the %d its schedule can size", n, len(f.layers))
+	}
 	s := &m.shards[j]
 	s.mu.Lock()
 	defer s.mu.Unlock()
