@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"sync"
 	"testing"
 )
 
@@ -90,61 +88,17 @@ func TestBloomConcurrentNewOnce(t *testing.T) {
 	const workers, n, batch = 8, 5000, 100
 	b := newTestBloom(t, BloomOptions{Capacity: 100_000, FPP: 1e-9})
 	keys := testKeys("race", n)
-	news := make([][]bool, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			order := rng.Perm(n)
-			seen := make([]bool, n)
-			for start := 0; start < n; start += batch {
-				idx := order[start : start+batch]
-				kb := make([][]byte, len(idx))
-				for i, j := range idx {
-					kb[i] = keys[j]
-				}
-				got, err := b.TestAndAdd(ctx, kb)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for i, j := range idx {
-					seen[j] = got[i]
-				}
-				// Readers run alongside the writers.
-				if _, err := b.Contains(ctx, kb); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-			news[w] = seen
-		})
-	}
-	wg.Wait()
+	// Readers run alongside the writers.
+	counts := raceNewOnce(t, repeat(b, workers), keys, batch, 7, func(b *Bloom, kb [][]byte) error {
+		_, err := b.Contains(ctx, kb)
+		return err
+	})
 	// Racing callers must never both see a key as new. A key may be seen
 	// as new by none only as a false positive, whose rate here is tiny:
 	// 1e-9 by design, but Guava's double hashing gives a rare key only a
 	// few distinct bits in some array sizes (H2 nearly a multiple of the
 	// size), so allow a few, and no more.
-	lost := 0
-	for j := range n {
-		count := 0
-		for w := range workers {
-			if news[w] != nil && news[w][j] {
-				count++
-			}
-		}
-		switch {
-		case count > 1:
-			t.Errorf("key %q reported new %d times, want once", keys[j], count)
-		case count == 0:
-			lost++
-			t.Logf("key %q reported new by no caller (a false positive)", keys[j])
-		}
-	}
-	if lost > 2 {
-		t.Errorf("%d of %d keys reported new by no caller, want at most 2 false positives", lost, n)
-	}
+	lost := checkNewOnce(t, keys, counts, 2)
 	st, _ := b.Stats(ctx)
 	if st.Items != uint64(n-lost) {
 		t.Errorf("Stats().Items = %d, want %d", st.Items, n-lost)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 )
 
@@ -574,43 +573,12 @@ func TestCuckooConcurrent(t *testing.T) {
 			keys := cuckooKeys("race", 0, 20000)
 			before, _ := c.Contains(ctx, keys)
 			const workers = 4
-			wins := make([][]bool, workers)
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Go(func() {
-					r := rand.New(rand.NewPCG(uint64(w), 7))
-					order := r.Perm(len(keys))
-					res := make([]bool, len(keys))
-					for start := 0; start < len(order); start += 100 {
-						idx := order[start:min(start+100, len(order))]
-						batch := make([][]byte, len(idx))
-						for j, i := range idx {
-							batch[j] = keys[i]
-						}
-						got, err := c.TestAndAdd(ctx, batch)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						for j, i := range idx {
-							res[i] = got[j]
-						}
-						if _, err := c.Stats(ctx); err != nil {
-							t.Error(err)
-						}
-					}
-					wins[w] = res
-				})
-			}
-			wg.Wait()
+			wins := raceNewOnce(t, repeat(c, workers), keys, 100, 7, func(c *Cuckoo, _ [][]byte) error {
+				_, err := c.Stats(ctx)
+				return err
+			})
 			never := 0
-			for i := range keys {
-				n := 0
-				for w := range workers {
-					if wins[w][i] {
-						n++
-					}
-				}
+			for i, n := range wins {
 				switch {
 				case n > 1:
 					t.Fatalf("key %q reported new %d times", keys[i], n)

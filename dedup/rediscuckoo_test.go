@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -382,43 +380,15 @@ func TestRedisCuckooConcurrentClients(t *testing.T) {
 				t.Fatal(err)
 			}
 			const workers = 4
-			wins := make([][]bool, workers)
-			var wg sync.WaitGroup
-			for w := range workers {
-				f := openRedisCuckoo(t, newClient(), "race", opts)
-				wg.Go(func() {
-					r := rand.New(rand.NewPCG(uint64(w), 11))
-					order := r.Perm(len(keys))
-					res := make([]bool, len(keys))
-					for start := 0; start < len(order); start += 500 {
-						idx := order[start:min(start+500, len(order))]
-						batch := make([][]byte, len(idx))
-						for j, i := range idx {
-							batch[j] = keys[i]
-						}
-						got, err := f.TestAndAdd(ctx, batch)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						for j, i := range idx {
-							res[i] = got[j]
-						}
-					}
-					wins[w] = res
-				})
+			filters := make([]*RedisCuckoo, workers)
+			for w := range filters {
+				filters[w] = openRedisCuckoo(t, newClient(), "race", opts)
 			}
-			wg.Wait()
+			wins := raceNewOnce(t, filters, keys, 500, 11, nil)
 			if t.Failed() {
 				return
 			}
-			for i := range keys {
-				n := 0
-				for w := range workers {
-					if wins[w][i] {
-						n++
-					}
-				}
+			for i, n := range wins {
 				if n > 1 || (n == 0 && !before[i]) {
 					t.Fatalf("key %q reported new %d times (false positive before the race: %v)", keys[i], n, before[i])
 				}

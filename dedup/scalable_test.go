@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -121,36 +120,8 @@ func TestScalableBloomConcurrentNewOnce(t *testing.T) {
 	const workers, n, batch = 8, 6000, 50
 	s := newTestScalable(t, ScalableOptions{Growth: Growth{InitialCapacity: 200, TargetFPP: 1e-7}})
 	keys := testKeys("srace", n)
-	news := make([][]bool, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 11))
-			order := rng.Perm(n)
-			seen := make([]bool, n)
-			for start := 0; start < n; start += batch {
-				idx := order[start : start+batch]
-				kb := make([][]byte, len(idx))
-				for i, j := range idx {
-					kb[i] = keys[j]
-				}
-				got, err := s.TestAndAdd(ctx, kb)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for i, j := range idx {
-					seen[j] = got[i]
-				}
-				if _, err := s.Contains(ctx, kb); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-			news[w] = seen
-		})
-	}
 	// Stats and snapshots run alongside.
+	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 5 {
 			if _, err := s.Stats(ctx); err != nil {
@@ -161,31 +132,17 @@ func TestScalableBloomConcurrentNewOnce(t *testing.T) {
 			}
 		}
 	})
+	counts := raceNewOnce(t, repeat(s, workers), keys, batch, 11, func(s *ScalableBloom, kb [][]byte) error {
+		_, err := s.Contains(ctx, kb)
+		return err
+	})
 	wg.Wait()
 	// Racing callers must never both see a key as new. A key may be seen
 	// as new by none only as a false positive, whose rate here is tiny:
 	// 1e-7 by design, but Guava's double hashing gives a rare key only a
 	// few distinct bits in some array sizes (H2 nearly a multiple of the
 	// size), so allow a few, and no more.
-	lost := 0
-	for j := range n {
-		count := 0
-		for w := range workers {
-			if news[w] != nil && news[w][j] {
-				count++
-			}
-		}
-		switch {
-		case count > 1:
-			t.Errorf("key %q reported new %d times, want once", keys[j], count)
-		case count == 0:
-			lost++
-			t.Logf("key %q reported new by no caller (a false positive)", keys[j])
-		}
-	}
-	if lost > 2 {
-		t.Errorf("%d of %d keys reported new by no caller, want at most 2 false positives", lost, n)
-	}
+	lost := checkNewOnce(t, keys, counts, 2)
 	st, _ := s.Stats(ctx)
 	if st.Items != uint64(n-lost) {
 		t.Errorf("Stats().Items = %d, want %d", st.Items, n-lost)
