@@ -16,7 +16,7 @@ func TestOptimalSizing(t *testing.T) {
 		k     int
 		words int64
 	}{
-		// The Guava 31.1 reference filter in shared/testdata/guava: k is 8,
+		// The Guava 31.1 reference filter in testdata/guava: k is 8,
 		// not the 5 one early design note claimed.
 		{n: 500, p: 0.003, m: 6045, k: 8, words: 95},
 		{n: 1000, p: 0.01, m: 9585, k: 7, words: 150},
