@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sievecrawl/sieve/frontier"
@@ -76,6 +77,9 @@ type Options struct {
 	ID string
 	// Logger receives state changes and failures; nil discards them.
 	Logger *slog.Logger
+	// Registerer receives the crawler's Prometheus metrics (crawl/metrics.go);
+	// nil: no metrics.
+	Registerer prometheus.Registerer
 }
 
 func (o Options) withDefaults() Options {
@@ -181,12 +185,18 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 		opts:    opts,
 		js:      js,
 		fetcher: f,
-		stats:   newCounters(),
 		slots:   make(chan struct{}, opts.InFlight),
 
 		inflight: map[jetstream.Msg]struct{}{},
 		owned:    map[int]*partitionRun{},
 	}
+	m, err := newMetrics(opts.Registerer, c)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("crawl: metrics: %w", err)
+	}
+	c.stats = newCounters(m)
+	f.observe = m.observe
 	c.jobCtx, c.jobCancel = context.WithCancel(context.Background())
 	return c, nil
 }

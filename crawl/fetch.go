@@ -167,6 +167,7 @@ type Fetcher struct {
 	nextID   atomic.Uint64
 	inflight sync.Map // fetch id → context.Context of the caller
 	closed   atomic.Bool
+	observe  func(time.Duration) // receives each HTTP exchange's duration; may be nil
 }
 
 // fetchIDHeader carries a fetch's id from colly's request to the transport,
@@ -389,8 +390,12 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, error)
 		<-f.parallel
 		return nil, err
 	}
+	start := time.Now()
 	r, err := f.do(ctx, rawURL)
 	<-f.parallel
+	if f.observe != nil {
+		f.observe(time.Since(start))
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

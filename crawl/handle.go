@@ -79,7 +79,7 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 		return
 	}
 	c.finished.Add(1)
-	c.stats.fetched(page)
+	c.stats.fetched(entry.Crawl, u.Host, page)
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
 	links := page.Links
 	if page.Redirect != "" {
@@ -89,7 +89,7 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 			return
 		}
 		if hops++; hops > o.MaxRedirects {
-			c.stats.fail(ReasonTooManyRedirects)
+			c.stats.fail(entry.Crawl, ReasonTooManyRedirects)
 			c.ack(ctx, msg)
 			return
 		}
@@ -138,7 +138,7 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 	if !c.publish(ctx, msg, d) {
 		return
 	}
-	c.stats.published(len(d.Links))
+	c.stats.published(entry.Crawl, len(d.Links))
 	c.ack(ctx, msg)
 }
 
@@ -225,8 +225,8 @@ func (c *Crawler) failed(ctx context.Context, msg jetstream.Msg, entry frontier.
 		c.retryLater(msg, err.Error())
 		return
 	}
-	if fe.Status != 0 {
-		c.stats.response()
+	if u, err := url.Parse(entry.URL); err == nil {
+		c.stats.attempt(entry.Crawl, u.Host, fe)
 	}
 	if fe.Temporary {
 		n := uint64(1)
@@ -236,13 +236,13 @@ func (c *Crawler) failed(ctx context.Context, msg jetstream.Msg, entry frontier.
 		if n <= uint64(o.MaxRetries) {
 			delay := min(o.RetryBackoff<<(n-1), o.MaxRetryDelay)
 			delay = max(delay, min(fe.RetryAfter, o.MaxRetryDelay))
-			c.stats.retry(fe.Reason)
+			c.stats.retry(entry.Crawl, fe.Reason)
 			o.Logger.Debug("retrying later", "url", entry.URL, "reason", fe.Reason, "try", n, "delay", delay)
 			_ = msg.NakWithDelay(delay)
 			return
 		}
 	}
-	c.stats.fail(fe.Reason)
+	c.stats.fail(entry.Crawl, fe.Reason)
 	o.Logger.Debug("giving up", "url", entry.URL, "reason", fe.Reason, "err", fe.Err)
 	c.ack(ctx, msg)
 }

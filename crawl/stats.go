@@ -2,8 +2,25 @@ package crawl
 
 import (
 	"maps"
+	"sort"
 	"sync"
 )
+
+// The outcomes of a fetch attempt, as counted in Stats.Outcomes: the class of
+// the response's status, robots.txt's refusal, or no response at all.
+const (
+	Outcome2xx    = "2xx"
+	Outcome3xx    = "3xx"
+	Outcome4xx    = "4xx"
+	Outcome5xx    = "5xx"
+	OutcomeRobots = "robots"
+	OutcomeFailed = "failed" // no response: DNS, network, timeout, TLS, forbidden address
+)
+
+// Outcomes lists the outcomes in display order.
+func Outcomes() []string {
+	return []string{Outcome2xx, Outcome3xx, Outcome4xx, Outcome5xx, OutcomeRobots, OutcomeFailed}
+}
 
 // Stats are one crawler's counts since it started.
 type Stats struct {
@@ -15,6 +32,9 @@ type Stats struct {
 	Pages     int64 `json:"pages"`
 	Files     int64 `json:"files"`
 	Redirects int64 `json:"redirects"`
+	// Outcomes counts fetch attempts by outcome (Outcome2xx …
+	// OutcomeFailed); a retried URL counts once per attempt.
+	Outcomes map[string]int64 `json:"outcomes"`
 	// Retried counts temporary failures handed back for a later try, by
 	// reason.
 	Retried map[Reason]int64 `json:"retried"`
@@ -31,11 +51,46 @@ type Stats struct {
 	// Dropped counts links not published, by reason: off_host,
 	// off_domain, denied, too_deep, scheme.
 	Dropped map[string]int64 `json:"dropped"`
+	// Crawls holds the counts of each crawl, by crawl id.
+	Crawls map[string]CrawlStats `json:"crawls,omitempty"`
+	// TopHosts lists the hosts with the most responses, most first (at most
+	// TopHostsShown); HostCount is the number of hosts counted.
+	TopHosts  []HostFetches `json:"top_hosts,omitempty"`
+	HostCount int           `json:"host_count"`
 	// InFlight is the frontier messages in hand now.
 	InFlight int `json:"in_flight"`
 	// Partitions lists the frontier partitions owned now.
 	Partitions []int `json:"partitions"`
 }
+
+// CrawlStats are the counts of one crawl within a crawler's Stats.
+type CrawlStats struct {
+	// Fetched counts HTTP responses, Outcomes attempts by outcome.
+	Fetched  int64            `json:"fetched"`
+	Outcomes map[string]int64 `json:"outcomes"`
+	// Retried counts attempts handed back for a later try, Failed URLs
+	// given up on.
+	Retried int64 `json:"retried"`
+	Failed  int64 `json:"failed"`
+	// Links counts the links published.
+	Links int64 `json:"links"`
+}
+
+// HostFetches is one host's responses.
+type HostFetches struct {
+	Host    string `json:"host"`
+	Fetched int64  `json:"fetched"`
+}
+
+// Bounds on what Stats holds, so a crawl of many hosts or crawls keeps the
+// crawler's memory flat: hosts past maxHosts and crawls past maxCrawls are
+// counted under "(other)".
+const (
+	TopHostsShown = 50
+	maxHosts      = 10_000
+	maxCrawls     = 256
+	otherKey      = "(other)"
+)
 
 // Sum adds the values of a count map.
 func Sum[K comparable](m map[K]int64) int64 {
@@ -46,23 +101,77 @@ func Sum[K comparable](m map[K]int64) int64 {
 	return n
 }
 
-// counters is the mutable side of Stats; safe for concurrent use.
+// counters is the mutable side of Stats; safe for concurrent use. Each count
+// also goes to the Prometheus metrics when m is set.
 type counters struct {
-	mu sync.Mutex
-	s  Stats
+	mu    sync.Mutex
+	s     Stats
+	hosts map[string]int64
+	m     *metrics
 }
 
-func newCounters() counters {
+func newCounters(m *metrics) counters {
 	return counters{s: Stats{
-		Retried: map[Reason]int64{}, Failed: map[Reason]int64{},
+		Outcomes: map[string]int64{},
+		Retried:  map[Reason]int64{}, Failed: map[Reason]int64{},
 		Skipped: map[string]int64{}, Dropped: map[string]int64{},
-	}}
+		Crawls: map[string]CrawlStats{},
+	}, hosts: map[string]int64{}, m: m}
 }
 
-func (c *counters) fetched(p *Page) {
+// crawl returns the counts of crawl id, with c.mu held.
+func (c *counters) crawl(id string) CrawlStats {
+	cs, ok := c.s.Crawls[id]
+	if !ok && len(c.s.Crawls) >= maxCrawls {
+		id = otherKey
+		cs = c.s.Crawls[id]
+	}
+	if cs.Outcomes == nil {
+		cs.Outcomes = map[string]int64{}
+	}
+	return cs
+}
+
+func (c *counters) setCrawl(id string, cs CrawlStats) {
+	if _, ok := c.s.Crawls[id]; !ok && len(c.s.Crawls) >= maxCrawls {
+		id = otherKey
+	}
+	c.s.Crawls[id] = cs
+}
+
+// outcome counts one attempt of crawl id, with c.mu held; response says it
+// got an HTTP response from host.
+func (c *counters) outcome(id, host, outcome string, response bool) {
+	cs := c.crawl(id)
+	cs.Outcomes[outcome]++
+	c.s.Outcomes[outcome]++
+	if response {
+		c.s.Fetched++
+		cs.Fetched++
+		if _, ok := c.hosts[host]; !ok && len(c.hosts) >= maxHosts {
+			host = otherKey
+		}
+		c.hosts[host]++
+	}
+	c.setCrawl(id, cs)
+	c.m.fetch(id, outcome)
+}
+
+func statusOutcome(status int) string {
+	switch {
+	case status >= 500:
+		return Outcome5xx
+	case status >= 400:
+		return Outcome4xx
+	case status >= 300:
+		return Outcome3xx
+	}
+	return Outcome2xx
+}
+
+func (c *counters) fetched(crawl, host string, p *Page) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.s.Fetched++
 	switch {
 	case p.Redirect != "" || p.Status >= 300:
 		c.s.Redirects++
@@ -71,25 +180,42 @@ func (c *counters) fetched(p *Page) {
 	default:
 		c.s.Files++
 	}
+	c.outcome(crawl, host, statusOutcome(p.Status), true)
 }
 
-// response counts a response that was a failure (4xx, 5xx).
-func (c *counters) response() {
+// attempt counts a fetch attempt that ended in err: a response that was a
+// failure (4xx, 5xx), robots.txt's refusal, or no response.
+func (c *counters) attempt(crawl, host string, fe *FetchError) {
 	c.mu.Lock()
-	c.s.Fetched++
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	switch {
+	case fe.Status != 0:
+		c.outcome(crawl, host, statusOutcome(fe.Status), true)
+	case fe.Reason == ReasonRobots:
+		c.outcome(crawl, host, OutcomeRobots, false)
+	default:
+		c.outcome(crawl, host, OutcomeFailed, false)
+	}
 }
 
-func (c *counters) retry(r Reason) {
+func (c *counters) retry(crawl string, r Reason) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.s.Retried[r]++
-	c.mu.Unlock()
+	cs := c.crawl(crawl)
+	cs.Retried++
+	c.setCrawl(crawl, cs)
+	c.m.retry(crawl, r)
 }
 
-func (c *counters) fail(r Reason) {
+func (c *counters) fail(crawl string, r Reason) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.s.Failed[r]++
-	c.mu.Unlock()
+	cs := c.crawl(crawl)
+	cs.Failed++
+	c.setCrawl(crawl, cs)
+	c.m.fail(crawl, r)
 }
 
 func (c *counters) skip(why string) {
@@ -104,20 +230,45 @@ func (c *counters) dropLink(why string) {
 	c.mu.Unlock()
 }
 
-func (c *counters) published(links int) {
+func (c *counters) published(crawl string, links int) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.s.Published++
 	c.s.Links += int64(links)
-	c.mu.Unlock()
+	cs := c.crawl(crawl)
+	cs.Links += int64(links)
+	c.setCrawl(crawl, cs)
+	c.m.links(crawl, links)
 }
 
 func (c *counters) snapshot() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.s
+	s.Outcomes = maps.Clone(c.s.Outcomes)
 	s.Retried = maps.Clone(c.s.Retried)
 	s.Failed = maps.Clone(c.s.Failed)
 	s.Skipped = maps.Clone(c.s.Skipped)
 	s.Dropped = maps.Clone(c.s.Dropped)
+	s.Crawls = make(map[string]CrawlStats, len(c.s.Crawls))
+	for id, cs := range c.s.Crawls {
+		cs.Outcomes = maps.Clone(cs.Outcomes)
+		s.Crawls[id] = cs
+	}
+	s.HostCount = len(c.hosts)
+	s.TopHosts = make([]HostFetches, 0, len(c.hosts))
+	for h, n := range c.hosts {
+		s.TopHosts = append(s.TopHosts, HostFetches{h, n})
+	}
+	sort.Slice(s.TopHosts, func(i, j int) bool {
+		a, b := s.TopHosts[i], s.TopHosts[j]
+		if a.Fetched != b.Fetched {
+			return a.Fetched > b.Fetched
+		}
+		return a.Host < b.Host
+	})
+	if len(s.TopHosts) > TopHostsShown {
+		s.TopHosts = s.TopHosts[:TopHostsShown]
+	}
 	return s
 }
