@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
@@ -92,6 +94,15 @@ func loadCA(path string) (*x509.CertPool, error) {
 // Client builds the Redis client the URL describes: a *redis.Client for one
 // server, a *redis.ClusterClient for an address list or with Cluster set.
 // The caller closes it. It does not connect; the first command does.
+//
+// Every command and pipeline is bounded by Timeout as a whole, including
+// go-redis's own retries: a Redis that hangs (SIGSTOP, a stalled host)
+// yields a timeout error after Timeout, which the caller sees, counts and
+// retries on its own terms. go-redis retries a timed-out command on another
+// connection by default (up to 3 times, and a cluster client once more on
+// another node), which made a hung Redis look like one slow call of four
+// timeouts; the deadline leaves no time for that retry, while a broken
+// pooled connection (EOF) is still retried at once within it.
 func (r Redis) Client() (redis.UniversalClient, error) {
 	if !r.Enabled() {
 		return nil, &FieldError{Field: "redis.url", Err: errors.New("not set (memory mode has no Redis client)")}
@@ -120,26 +131,60 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 		if tlsCfg != nil {
 			tlsCfg.ServerName = "" // each node is verified under its own name
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:        list,
-			Username:     first.user,
-			Password:     password,
-			TLSConfig:    tlsCfg,
-			PoolSize:     r.PoolSize,
-			ReadTimeout:  r.Timeout,
-			WriteTimeout: r.Timeout,
-		}), nil
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 list,
+			Username:              first.user,
+			Password:              password,
+			TLSConfig:             tlsCfg,
+			PoolSize:              r.PoolSize,
+			ReadTimeout:           r.Timeout,
+			WriteTimeout:          r.Timeout,
+			ContextTimeoutEnabled: true,
+		})
+		if r.Timeout > 0 {
+			c.AddHook(deadlineHook(r.Timeout))
+		}
+		return c, nil
 	}
-	return redis.NewClient(&redis.Options{
-		Addr:         first.addr,
-		Username:     first.user,
-		Password:     password,
-		DB:           first.db,
-		TLSConfig:    tlsCfg,
-		PoolSize:     r.PoolSize,
-		ReadTimeout:  r.Timeout,
-		WriteTimeout: r.Timeout,
-	}), nil
+	c := redis.NewClient(&redis.Options{
+		Addr:                  first.addr,
+		Username:              first.user,
+		Password:              password,
+		DB:                    first.db,
+		TLSConfig:             tlsCfg,
+		PoolSize:              r.PoolSize,
+		ReadTimeout:           r.Timeout,
+		WriteTimeout:          r.Timeout,
+		ContextTimeoutEnabled: true,
+	})
+	if r.Timeout > 0 {
+		c.AddHook(deadlineHook(r.Timeout))
+	}
+	return c, nil
+}
+
+// deadlineHook gives every command and pipeline a deadline d from its start
+// (or the caller's, if sooner). With ContextTimeoutEnabled the connection's
+// read and write deadlines follow it, and go-redis's retry loop, which
+// sleeps on the context before each new attempt, stops there.
+type deadlineHook time.Duration
+
+func (h deadlineHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h deadlineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(h))
+		defer cancel()
+		return next(ctx, cmd)
+	}
+}
+
+func (h deadlineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(h))
+		defer cancel()
+		return next(ctx, cmds)
+	}
 }
 
 // Options returns the nats.go options for the settings: credentials, TLS,

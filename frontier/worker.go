@@ -501,10 +501,16 @@ func (w *Worker) unseen(ctx context.Context, b *batch, idx []int) ([]int, bool) 
 }
 
 // retry calls a filter operation until it succeeds or ctx ends, backing off
-// and keeping the batch's messages alive in between.
+// and keeping the batch's messages alive in between. Each failure (a Redis
+// timeout included: the client bounds a call by redis.timeout and leaves
+// retrying to this loop) is counted, marks the filter down (logged once per
+// outage, shown by Ready) and is retried; the batch is touched before every
+// attempt, so a call that hangs until its timeout cannot outlast AckWait as
+// long as the timeout is under two thirds of it.
 func (w *Worker) retry(ctx context.Context, b *batch, op string, call func(context.Context) ([]bool, error)) ([]bool, bool) {
 	bo := w.newBackoff()
 	for {
+		w.keepAlive(b)
 		res, err := call(ctx)
 		if err == nil {
 			w.health.set(DepFilter, nil)

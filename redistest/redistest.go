@@ -160,19 +160,44 @@ func (s *Server) Client() *redis.Client {
 // URL returns the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr }
 
-// Stop shuts the server down (SIGTERM, which flushes an AOF) and waits for it.
-// It is safe to call more than once.
+// Stop shuts the server down (SIGTERM, which flushes an AOF) and waits for it,
+// resuming it first if it is paused. It is safe to call more than once.
 func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server must run to exit
 	select {
 	case <-s.done:
 	case <-time.After(10 * time.Second):
 		s.kill()
 	}
 	s.cmd = nil
+}
+
+// Pause freezes the server with SIGSTOP, as a stalled host would: it keeps
+// its connections and the kernel still accepts new ones, but it answers
+// nothing until Resume.
+func (s *Server) Pause() {
+	s.tb.Helper()
+	if s.cmd == nil {
+		s.tb.Fatal("redistest: Pause of a stopped server")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.tb.Fatalf("redistest: SIGSTOP: %v", err)
+	}
+}
+
+// Resume lets a paused server continue (SIGCONT).
+func (s *Server) Resume() {
+	s.tb.Helper()
+	if s.cmd == nil {
+		s.tb.Fatal("redistest: Resume of a stopped server")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.tb.Fatalf("redistest: SIGCONT: %v", err)
+	}
 }
 
 // Kill ends the server at once with SIGKILL, as a crash would.

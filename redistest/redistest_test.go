@@ -2,8 +2,13 @@ package redistest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/redistest"
 )
@@ -42,4 +47,25 @@ func TestClusterSpreadsSlots(t *testing.T) {
 			t.Errorf("master %s holds no keys; slots not spread", s.Addr)
 		}
 	}
+}
+
+func TestPauseFreezesTheServer(t *testing.T) {
+	s := redistest.Start(t, redistest.Options{})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	var ne net.Error
+	if err := c.Ping(ctx).Err(); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("PING to a paused server = %v, want a timeout", err)
+	}
+	s.Resume()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Errorf("PING after Resume = %v", err)
+	}
+	s.Pause()
+	s.Stop() // a paused server still stops
 }

@@ -1,0 +1,126 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/redistest"
+)
+
+// dialCounter is a go-redis hook that counts new connections.
+type dialCounter struct{ n atomic.Int64 }
+
+func (d *dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+func (d *dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (d *dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// isTimeout reports whether err is a deadline: the context's or the
+// socket's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestRedisTimeoutIsNotRetried pins issue 10 item 8: a hung Redis (SIGSTOP)
+// makes a command fail with a timeout after redis.timeout, and go-redis
+// does not retry it on a new connection (it used to, three times, and a
+// cluster client once more, so a hang looked like one call of four
+// timeouts). The caller's own retry loop sees every timeout.
+func TestRedisTimeoutIsNotRetried(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tests := []struct {
+		name  string
+		start func(t *testing.T) (url string, hang *redistest.Server, cluster bool)
+	}{
+		{name: "single server", start: func(t *testing.T) (string, *redistest.Server, bool) {
+			s := redistest.Start(t, redistest.Options{})
+			return s.URL(), s, false
+		}},
+		{name: "cluster", start: func(t *testing.T) (string, *redistest.Server, bool) {
+			c := redistest.StartCluster(t, 3)
+			return strings.Join(c.Addrs, ","), c.Servers[0], true
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url, hang, cluster := tt.start(t)
+			c, err := config.Redis{URL: url, Timeout: timeout}.Client()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			dials := &dialCounter{}
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				cc.OnNewNode(func(n *redis.Client) { n.AddHook(dials) })
+			} else {
+				c.AddHook(dials)
+			}
+			ctx := context.Background()
+			// A key on the server that will hang, and a connection to it
+			// in the pool.
+			key := "k"
+			if cluster {
+				key = keyOn(t, c.(*redis.ClusterClient), hang.Addr)
+			}
+			if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+
+			hang.Pause()
+			before := dials.n.Load()
+			err = c.Get(ctx, key).Err()
+			retried := dials.n.Load() - before
+			hang.Resume()
+			if !isTimeout(err) {
+				t.Fatalf("GET on a hung Redis = %v, want a timeout", err)
+			}
+			if retried != 0 {
+				t.Errorf("go-redis opened %d new connection(s) to retry a timed-out command, want 0", retried)
+			}
+			// The server answers again once it continues.
+			if got, err := c.Get(ctx, key).Result(); err != nil || got != "v" {
+				t.Errorf("GET after resume = %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// keyOn returns a key whose slot the cluster node at addr serves.
+func keyOn(t *testing.T, c *redis.ClusterClient, addr string) string {
+	t.Helper()
+	ctx := context.Background()
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		key := fmt.Sprintf("k%d", i)
+		slot, err := c.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range slots {
+			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 && s.Nodes[0].Addr == addr {
+				return key
+			}
+		}
+	}
+	t.Fatalf("no key found on %s", addr)
+	return ""
+}
