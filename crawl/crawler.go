@@ -236,7 +236,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 		return err
 	}
 	c.redirects = newRedirectHops(rkv, 100_000)
-	c.leases, err = openLeases(ctx, c.js, o.Topology.Prefix, o.Topology.Partitions, o.LeaseTTL, o.ID, o.Topology.Replicas)
+	c.leases, err = openLeases(ctx, c.js, o.Topology, o.LeaseTTL, o.ID)
 	if err != nil {
 		return err
 	}

@@ -332,7 +332,7 @@ func TestCrawlerStopsGracefully(t *testing.T) {
 	if st := first.Stats(); st.InFlight != 0 || len(st.Partitions) != 0 {
 		t.Fatalf("after Run: in flight %d, partitions %v", st.InFlight, st.Partitions)
 	}
-	kv, err := p.js.KeyValue(ctx, leaseBucket(p.topo.Prefix))
+	kv, err := p.js.KeyValue(ctx, p.topo.LeaseBucket())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/frontier"
 )
 
 // Frontier partitions are owned through leases in a NATS key-value bucket
@@ -39,23 +40,20 @@ type leaseTable struct {
 	owned      map[int]uint64 // partition → revision of our lease key
 }
 
-func leaseBucket(prefix string) string {
-	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(prefix)) + "_CRAWLERS"
-}
-
-func openLeases(ctx context.Context, js jetstream.JetStream, prefix string, partitions int, ttl time.Duration, id string, replicas int) (*leaseTable, error) {
+func openLeases(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, ttl time.Duration, id string) (*leaseTable, error) {
+	topo = topo.WithDefaults()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      leaseBucket(prefix),
+		Bucket:      topo.LeaseBucket(),
 		Description: "Sieve: live crawlers and the frontier partitions each owns",
 		History:     1,
 		TTL:         ttl,
 		Storage:     jetstream.MemoryStorage,
-		Replicas:    max(replicas, 1),
+		Replicas:    topo.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("crawl: lease bucket: %w", err)
 	}
-	return &leaseTable{kv: kv, id: id, partitions: partitions, owned: map[int]uint64{}}, nil
+	return &leaseTable{kv: kv, id: id, partitions: topo.Partitions, owned: map[int]uint64{}}, nil
 }
 
 func partitionKey(p int) string { return "partition." + strconv.Itoa(p) }

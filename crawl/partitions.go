@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/sievecrawl/sieve/frontier"
 )
 
 // partitionRun is the pulling of one owned partition.
@@ -121,22 +119,16 @@ func (c *Crawler) balance(ctx context.Context) error {
 	return err
 }
 
-// PartitionConsumer is the durable consumer name of a frontier partition:
-// <prefix>-crawl-<partition>.
-func PartitionConsumer(topo frontier.Topology, p int) string {
-	return fmt.Sprintf("%s-crawl-%d", topo.WithDefaults().Prefix, p)
-}
-
 func (c *Crawler) startPartition(ctx context.Context, p int) error {
 	o := c.opts
 	if o.Exclusive {
-		err := c.js.DeleteConsumer(ctx, o.Topology.FrontierStream(), PartitionConsumer(o.Topology, p))
+		err := c.js.DeleteConsumer(ctx, o.Topology.FrontierStream(), o.Topology.PartitionConsumer(p))
 		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("crawl: reset consumer of partition %d: %w", p, err)
 		}
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, o.Topology.FrontierStream(), jetstream.ConsumerConfig{
-		Durable:       PartitionConsumer(o.Topology, p),
+		Durable:       o.Topology.PartitionConsumer(p),
 		Description:   fmt.Sprintf("Sieve crawlers: frontier partition %d", p),
 		FilterSubject: o.Topology.PartitionFilter(p),
 		AckPolicy:     jetstream.AckExplicitPolicy,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,14 +38,10 @@ type hopEntry struct {
 	hops int
 }
 
-func redirectsBucket(prefix string) string {
-	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(prefix)) + "_REDIRECTS"
-}
-
 func openRedirects(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (jetstream.KeyValue, error) {
 	topo = topo.WithDefaults()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      redirectsBucket(topo.Prefix),
+		Bucket:      topo.RedirectsBucket(),
 		Description: "Sieve: redirects in a row that led to each redirect target",
 		History:     1,
 		TTL:         7 * 24 * time.Hour,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,14 +35,10 @@ type crawlRecord struct {
 	Moved []string `json:"moved,omitempty"`
 }
 
-func crawlsBucket(prefix string) string {
-	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(prefix)) + "_CRAWLS"
-}
-
 func openCrawls(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (jetstream.KeyValue, error) {
 	topo = topo.WithDefaults()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      crawlsBucket(topo.Prefix),
+		Bucket:      topo.CrawlsBucket(),
 		Description: "Sieve: each crawl's seeds, which decide its scope",
 		History:     1,
 		Storage:     topo.Storage,

@@ -13,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Topology names and shapes the pipeline's streams, subjects and consumer.
+// Topology names and shapes the pipeline's streams, subjects, consumers and
+// key-value buckets: every NATS name Sieve uses comes from its methods.
 // Every process of one deployment (workers, crawlers, the CLI) must use the
 // same Prefix and Partitions; the other fields are applied by whichever
 // process calls Ensure. The zero value of a field means its default. A
@@ -97,6 +98,24 @@ func (t Topology) FrontierStream() string { return t.upperPrefix() + "_FRONTIER"
 // Consumer is the name of the durable pull consumer all dedup workers
 // share: <prefix>-dedup.
 func (t Topology) Consumer() string { return t.WithDefaults().Prefix + "-dedup" }
+
+// PartitionConsumer is the durable consumer name of the crawler that owns a
+// frontier partition: <prefix>-crawl-<partition>.
+func (t Topology) PartitionConsumer(partition int) string {
+	return t.WithDefaults().Prefix + "-crawl-" + strconv.Itoa(partition)
+}
+
+// LeaseBucket is the key-value bucket in which crawlers hold their
+// partition leases and heartbeats: <PREFIX>_CRAWLERS.
+func (t Topology) LeaseBucket() string { return t.upperPrefix() + "_CRAWLERS" }
+
+// CrawlsBucket is the key-value bucket holding each crawl's seeds:
+// <PREFIX>_CRAWLS.
+func (t Topology) CrawlsBucket() string { return t.upperPrefix() + "_CRAWLS" }
+
+// RedirectsBucket is the key-value bucket counting the redirects that led to
+// each redirect target: <PREFIX>_REDIRECTS.
+func (t Topology) RedirectsBucket() string { return t.upperPrefix() + "_REDIRECTS" }
 
 // DiscoveredSubject is the subject a crawler publishes a crawl's pages to:
 // <prefix>.discovered.<crawl>.

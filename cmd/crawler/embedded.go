@@ -14,43 +14,29 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sievecrawl/sieve/dedup"
-	"github.com/sievecrawl/sieve/frontier"
-	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/pipeline"
 )
 
-// dedupStats reads the dedup side's counts for progress and the summary.
-type dedupStats interface {
-	Snapshot(ctx context.Context, topHosts int) (stats.Snapshot, error)
-}
-
-// statsStore receives the embedded worker's counts and gives them back.
-type statsStore interface {
-	frontier.Recorder
-	dedupStats
-}
-
-// filterStats reads the filter's health for the summary.
-type filterStats interface {
-	Stats(ctx context.Context) (dedup.Stats, error)
-}
-
 // startEmbedded starts the whole pipeline in this process: a NATS server
-// with JetStream storing under <data_dir>/nats, and a dedup worker whose
-// filter is in memory (filter.kind, a scalable Bloom filter by default),
-// loaded from and saved to <data_dir>/seen.<kind>, or the filter in Redis
-// when redis.url is set.
-func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (p *pipeline, err error) {
+// with JetStream storing under <data_dir>/nats, and a dedup worker
+// (pipeline.Worker, as `dedup-worker run` runs it) whose filter is in
+// memory (filter.kind, a scalable Bloom filter by default), loaded from and
+// saved to <data_dir>/seen.<kind>, or the filter in Redis when redis.url is
+// set.
+func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (*backend, error) {
 	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	p = &pipeline{}
-	defer func() {
-		if err != nil {
-			p.close()
-		}
-	}()
+	b := &backend{}
+	if err := b.startEmbedded(ctx, s, logger); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
 
+func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Logger) error {
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "sieve-embedded",
 		DontListen: true, // in-process connections only
@@ -61,120 +47,55 @@ func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (p *pip
 		MaxPayload: int32(max(int64(s.Frontier.MaxMessageBytes)+4096, 1<<20)),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
+		return fmt.Errorf("embedded nats: %w", err)
 	}
 	srv.Start()
-	p.closers = append(p.closers, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
+	b.closers = append(b.closers, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
 	if !srv.ReadyForConnections(30 * time.Second) {
-		return nil, errors.New("embedded nats: not ready after 30s")
+		return errors.New("embedded nats: not ready after 30s")
 	}
-	p.nc, err = nats.Connect("", nats.InProcessServer(srv), nats.Name("sieve-crawler"))
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("sieve-crawler"))
 	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
+		return fmt.Errorf("embedded nats: %w", err)
 	}
-	nc := p.nc
-	p.closers = append(p.closers, func() error { nc.Close(); return nil })
-	if p.js, err = jetstream.New(p.nc); err != nil {
-		return nil, err
+	b.nc = nc
+	b.closers = append(b.closers, func() error { nc.Close(); return nil })
+	if b.js, err = jetstream.New(nc); err != nil {
+		return err
 	}
 
-	canon, err := s.Normalize.Normalizer()
-	if err != nil {
-		return nil, fmt.Errorf("normalizer: %w", err)
+	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: nc}
+	if err := w.Open(ctx); err != nil {
+		return err
 	}
-	filter, rec, closeFilter, err := openFilter(ctx, s, canon.Version())
-	if err != nil {
-		return nil, err
-	}
-	p.dedup = rec
-	p.filter = filter
-	p.closers = append(p.closers, closeFilter)
-
-	w, err := frontier.NewWorker(p.nc, filter, canon, rec, frontier.WorkerOptions{
-		Topology:        topology(s.Frontier),
-		Batch:           s.Worker.Batch,
-		Concurrency:     s.Worker.Concurrency,
-		FetchWait:       s.Worker.FetchWait,
-		BackoffMin:      s.Worker.BackoffMin,
-		BackoffMax:      s.Worker.BackoffMax,
-		ShutdownTimeout: s.Worker.ShutdownTimeout,
-		StatsInterval:   min(s.Worker.StatsInterval, 250*time.Millisecond),
-		Logger:          workerLogger(s, logger),
-	})
-	if err != nil {
-		return nil, err
-	}
+	b.worker = w
+	b.dedup = w.StatsSnapshot
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	var once sync.Once
 	var stopErr error
-	p.stopWorker = func() error {
+	b.stopWorker = func() error {
 		once.Do(func() {
 			stop()
 			stopErr = errors.Join(<-done, w.Close())
 		})
 		return stopErr
 	}
-	p.closers = append(p.closers, p.stopWorker)
-	return p, nil
+	b.closers = append(b.closers, b.stopWorker)
+	return nil
 }
 
-// openFilter opens the embedded worker's filter and stats: in memory, loaded
-// from and saved to a snapshot in the data directory, or in Redis (filter
-// and stats shared with a deployment) when redis.url is set.
-func openFilter(ctx context.Context, s settings, policy string) (frontier.Filter, statsStore, func() error, error) {
-	if s.Redis.Enabled() {
-		client, err := s.Redis.Client()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		f, err := s.Filter.Open(ctx, client, policy)
-		if err != nil {
-			client.Close()
-			return nil, nil, nil, err
-		}
-		closeFn := func() error { return errors.Join(f.Close(), client.Close()) }
-		return f, stats.NewRedis(client, s.Frontier.Prefix), closeFn, nil
+// embeddedConfig is the embedded worker's settings: the in-memory filter's
+// snapshot in the data directory unless filter.snapshot names one, and
+// statistics flushed often enough for the progress line.
+func embeddedConfig(s settings) config.Config {
+	cfg := s.Config
+	if !cfg.Redis.Enabled() && cfg.Filter.Snapshot == "" {
+		cfg.Filter.Snapshot = filepath.Join(s.DataDir, "seen."+cfg.Filter.Kind)
 	}
-	fc := s.Filter
-	if fc.Snapshot == "" {
-		fc.Snapshot = filepath.Join(s.DataDir, "seen."+fc.Kind)
-	}
-	f, err := fc.Open(ctx, nil, policy)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	// Saved every snapshot_interval, and at the end: a run that dies
-	// loses at most an interval of marks (URLs then admitted again, so
-	// fetched twice; none is lost).
-	saveCtx, stopSaving := context.WithCancel(context.WithoutCancel(ctx))
-	saved := make(chan struct{})
-	go func() {
-		defer close(saved)
-		every := fc.SnapshotInterval
-		if every <= 0 {
-			every = time.Minute
-		}
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-saveCtx.Done():
-				return
-			case <-t.C:
-				_ = fc.Save(saveCtx, f)
-			}
-		}
-	}()
-	closeFn := func() error {
-		stopSaving()
-		<-saved
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		return errors.Join(fc.Save(sctx, f), f.Close())
-	}
-	return f, stats.NewMemory(), closeFn, nil
+	cfg.Worker.StatsInterval = min(cfg.Worker.StatsInterval, 250*time.Millisecond)
+	return cfg
 }
 
 // workerLogger is the embedded worker's logger: its start and stop notices

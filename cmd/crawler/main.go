@@ -58,50 +58,74 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crawler: unknown command %q\n%s", cmd, usage)
 		return 2
 	}
-	s := defaultSettings()
-	fs := flag.NewFlagSet("crawler "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	jsonOut := fs.Bool("json", false, "run: print the final summary as JSON on stdout")
-	loader := config.NewLoader(fs, &s)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	inv, err := parseSettings(cmd, args, os.LookupEnv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		inv.loader.PrintSettings(stdout, inv.flags)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "crawler %s: %v\nRun 'crawler %s --help' for every setting.\n", cmd, err, cmd)
 		return 2
 	}
-	if err := loader.Load(os.LookupEnv); err != nil {
-		fmt.Fprintln(stderr, "crawler:", err)
-		return 2
-	}
-	if cmd == "seed" {
-		s.Seed = append(s.Seed, fs.Args()...)
-	} else if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "crawler run: unexpected arguments %q (seeds go in --seed)\n", fs.Args())
-		return 2
-	}
-	// The demo runs embedded unless a NATS server was named.
-	if s.Demo && s.NATS.URL == defaultSettings().NATS.URL {
-		s.Embedded = true
-	}
-	if err := errors.Join(s.Config.Validate(), s.validate()); err != nil {
-		fmt.Fprintln(stderr, "crawler:", err)
-		return 2
-	}
-
-	var err error
+	s := inv.settings
 	switch cmd {
 	case "seed":
-		if len(s.Seed) == 0 {
-			fmt.Fprintln(stderr, "crawler seed: give at least one URL")
-			return 2
-		}
 		err = seedCommand(ctx, s, stdout)
 	case "run":
-		err = runCommand(ctx, s, *jsonOut, stdout, stderr)
+		err = runCommand(ctx, s, inv.json, stdout, stderr)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "crawler:", err)
 		return 1
 	}
 	return 0
+}
+
+// invocation is a command's parsed settings.
+type invocation struct {
+	settings
+	json   bool // run --json
+	loader *config.Loader
+	flags  *flag.FlagSet
+}
+
+// parseSettings reads a command's settings from its flags, the environment
+// (lookupEnv) and the YAML file, and validates them; --help returns
+// flag.ErrHelp.
+func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bool)) (invocation, error) {
+	inv := invocation{settings: defaultSettings(), flags: flag.NewFlagSet("crawler "+cmd, flag.ContinueOnError)}
+	fs := inv.flags
+	fs.SetOutput(io.Discard) // errors are returned, help printed by the caller
+	var jsonOut *bool
+	if cmd == "run" {
+		jsonOut = fs.Bool("json", false, "print the final summary as JSON on stdout")
+	}
+	inv.loader = config.NewLoader(fs, &inv.settings)
+	fs.Usage = func() {} // the caller prints one line of help, or all of it for --help
+	if err := fs.Parse(args); err != nil {
+		return inv, err
+	}
+	if jsonOut != nil {
+		inv.json = *jsonOut
+	}
+	if err := inv.loader.Load(lookupEnv); err != nil {
+		return inv, err
+	}
+	s := &inv.settings
+	if cmd == "seed" {
+		s.Seed = append(s.Seed, fs.Args()...)
+		if len(s.Seed) == 0 {
+			return inv, errors.New("give at least one URL")
+		}
+	} else if fs.NArg() > 0 {
+		return inv, fmt.Errorf("unexpected arguments %q (seeds go in --seed)", fs.Args())
+	}
+	// The demo runs embedded unless a NATS server was named.
+	if s.Demo && s.NATS.URL == defaultSettings().NATS.URL {
+		s.Embedded = true
+	}
+	if err := errors.Join(s.Config.Validate(), s.validate()); err != nil {
+		return inv, err
+	}
+	return inv, nil
 }

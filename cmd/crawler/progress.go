@@ -15,6 +15,7 @@ import (
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 )
 
@@ -25,7 +26,7 @@ type progress struct {
 	tty   bool
 	on    bool
 	c     *crawl.Crawler
-	p     *pipeline
+	p     *backend
 	topo  frontier.Topology
 	start time.Time
 
@@ -33,7 +34,7 @@ type progress struct {
 	wg     sync.WaitGroup
 }
 
-func newProgress(mode string, w io.Writer, c *crawl.Crawler, p *pipeline, topo frontier.Topology) *progress {
+func newProgress(mode string, w io.Writer, c *crawl.Crawler, p *backend, topo frontier.Topology) *progress {
 	tty := isTerminal(w)
 	return &progress{w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo}
 }
@@ -102,7 +103,7 @@ func (pr *progress) line(ctx context.Context, st crawl.Stats, rate float64) stri
 	}
 	dups := "n/a"
 	if pr.p.dedup != nil {
-		if snap, err := pr.p.dedup.Snapshot(qctx, 0); err == nil {
+		if snap, err := pr.p.dedup(qctx, 0); err == nil {
 			dups = count(snap.Totals.Duplicates)
 		}
 	}
@@ -129,20 +130,26 @@ type runSummary struct {
 	Dedup   *stats.Snapshot `json:"dedup,omitempty"`  // embedded mode, or with Redis stats
 	Filter  *dedup.Stats    `json:"filter,omitempty"` // embedded mode
 	Left    *crawl.Depth    `json:"left,omitempty"`   // messages left in the streams
+	// Snapshot is the embedded filter's snapshot file, saved as the run
+	// went and at its end.
+	Snapshot *pipeline.SnapshotStatus `json:"snapshot,omitempty"`
 }
 
-func summarize(ctx context.Context, c *crawl.Crawler, p *pipeline, topo frontier.Topology, elapsed time.Duration, end string) runSummary {
+func summarize(ctx context.Context, c *crawl.Crawler, p *backend, topo frontier.Topology, elapsed time.Duration, end string) runSummary {
 	sum := runSummary{End: end, Seconds: elapsed.Seconds(), Crawler: c.Stats()}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if p.dedup != nil {
-		if snap, err := p.dedup.Snapshot(qctx, 5); err == nil {
+		if snap, err := p.dedup(qctx, 5); err == nil {
 			sum.Dedup = &snap
 		}
 	}
-	if fs, ok := p.filter.(filterStats); ok {
-		if fst, err := fs.Stats(qctx); err == nil {
+	if p.worker != nil {
+		if fst, err := p.worker.FilterStats(qctx); err == nil {
 			sum.Filter = &fst
+		}
+		if st, ok := p.worker.SnapshotStatus(); ok {
+			sum.Snapshot = &st
 		}
 	}
 	if d, err := crawl.QueueDepth(qctx, p.js, topo); err == nil {
@@ -179,6 +186,13 @@ func (sum runSummary) print(w io.Writer, crawlID string) {
 	}
 	if sum.Left != nil {
 		row("left on frontier", int64(sum.Left.Frontier), "")
+	}
+	if sn := sum.Snapshot; sn != nil {
+		note := fmt.Sprintf("%s, %s, last save %.2fs", sn.Path, bytesText(uint64(sn.Bytes)), sn.Seconds)
+		if sn.Error != "" {
+			note = "FAILED (" + count(sn.Failures) + " times): " + sn.Error
+		}
+		row("filter snapshot saves", sn.Saves, note)
 	}
 	tw.Flush()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/testsite"
 )
@@ -31,7 +32,7 @@ func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := crawl.Seed(ctx, js, topology(s.Frontier), s.Crawl.ID, s.Seed); err != nil {
+	if err := crawl.Seed(ctx, js, s.Frontier.Topology(), s.Crawl.ID, s.Seed); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "seeded %d URL(s) into crawl %q\n", len(s.Seed), s.Crawl.ID)
@@ -59,7 +60,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		s.IdleExit = 3 * time.Second
 	}
 
-	var p *pipeline
+	var p *backend
 	var err error
 	if s.Embedded {
 		p, err = startEmbedded(ctx, s, logger)
@@ -71,7 +72,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	}
 	defer p.close()
 
-	topo := topology(s.Frontier)
+	topo := s.Frontier.Topology()
 	if len(s.Seed) > 0 {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := crawl.Seed(sctx, p.js, topo, s.Crawl.ID, s.Seed)
@@ -110,37 +111,44 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	var stopErr error
 	if p.stopWorker != nil {
 		// Let the embedded worker finish what the crawler published, so
-		// the summary counts it (and the next run finds it admitted).
+		// the summary counts it (and the next run finds it admitted), then
+		// stop it: its filter is saved.
 		p.drain(ctx, topo, 30*time.Second)
-		if err := p.stopWorker(); err != nil {
-			logger.Warn("dedup worker", "err", err)
-		}
+		stopErr = p.stopWorker()
 	}
 	sum := summarize(ctx, c, p, topo, elapsed, end)
 	if jsonOut {
-		return json.NewEncoder(stdout).Encode(sum)
+		err = json.NewEncoder(stdout).Encode(sum)
+	} else {
+		sum.print(stdout, s.Crawl.ID)
 	}
-	sum.print(stdout, s.Crawl.ID)
-	return nil
+	if stopErr != nil {
+		return fmt.Errorf("dedup worker: %w", stopErr)
+	}
+	return err
 }
 
-// pipeline is the NATS the crawler talks to, external or embedded with its
+// backend is the NATS the crawler talks to, external or embedded with its
 // dedup worker.
-type pipeline struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	dedup  dedupStats      // nil when the workers run elsewhere
-	filter frontier.Filter // the embedded worker's filter, nil otherwise
-	// stopWorker stops the embedded dedup worker; nil for an external
-	// pipeline.
+type backend struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	// dedup reads the dedup side's counts; nil when the workers run
+	// elsewhere without Redis.
+	dedup func(ctx context.Context, topN int) (stats.Snapshot, error)
+	// worker is the embedded dedup worker; nil for an external pipeline.
+	worker *pipeline.Worker
+	// stopWorker stops the embedded dedup worker and saves its filter;
+	// nil for an external pipeline.
 	stopWorker func() error
 	closers    []func() error
 }
 
 // drain waits, at most d, for the discovered stream to be empty.
-func (p *pipeline) drain(ctx context.Context, topo frontier.Topology, d time.Duration) {
+func (p *backend) drain(ctx context.Context, topo frontier.Topology, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	defer cancel()
 	for {
@@ -156,7 +164,7 @@ func (p *pipeline) drain(ctx context.Context, topo frontier.Topology, d time.Dur
 	}
 }
 
-func (p *pipeline) close() error {
+func (p *backend) close() error {
 	var errs []error
 	for i := len(p.closers) - 1; i >= 0; i-- {
 		errs = append(errs, p.closers[i]())
@@ -165,7 +173,7 @@ func (p *pipeline) close() error {
 	return errors.Join(errs...)
 }
 
-func connect(s settings) (*pipeline, error) {
+func connect(s settings) (*backend, error) {
 	nc, err := s.NATS.Connect("sieve-crawler")
 	if err != nil {
 		return nil, err
@@ -175,7 +183,7 @@ func connect(s settings) (*pipeline, error) {
 		nc.Close()
 		return nil, err
 	}
-	p := &pipeline{nc: nc, js: js, closers: []func() error{func() error { nc.Close(); return nil }}}
+	p := &backend{nc: nc, js: js, closers: []func() error{func() error { nc.Close(); return nil }}}
 	if s.Redis.Enabled() {
 		// The workers' shared statistics, for progress and the summary.
 		rdb, err := s.Redis.Client()
@@ -183,7 +191,7 @@ func connect(s settings) (*pipeline, error) {
 			p.close()
 			return nil, err
 		}
-		p.dedup = stats.NewRedis(rdb, s.Frontier.Prefix)
+		p.dedup = stats.NewRedis(rdb, s.Frontier.Prefix).Snapshot
 		p.closers = append(p.closers, rdb.Close)
 	}
 	return p, nil

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
@@ -151,27 +149,6 @@ func (s settings) scope() crawl.Scope {
 	return crawl.Scope{Mode: crawl.ScopeMode(s.Crawl.Scope), Allow: s.Crawl.AllowDomains, Deny: s.Crawl.DenyDomains}
 }
 
-// topology maps the frontier section onto the streams' shape.
-func topology(f config.Frontier) frontier.Topology {
-	storage := jetstream.FileStorage
-	if f.Storage == "memory" {
-		storage = jetstream.MemoryStorage
-	}
-	return frontier.Topology{
-		Prefix:             f.Prefix,
-		Partitions:         f.Partitions,
-		DuplicateWindow:    f.DuplicateWindow,
-		Limits:             frontier.Limits{MaxBytes: int(f.MaxMessageBytes), MaxLinks: f.MaxLinks},
-		FrontierMaxMsgs:    f.FrontierMaxMsgs,
-		FrontierMaxBytes:   int64(f.FrontierMaxBytes),
-		DiscoveredMaxBytes: int64(f.DiscoveredMaxBytes),
-		Replicas:           f.Replicas,
-		Storage:            storage,
-		AckWait:            f.AckWait,
-		MaxAckPending:      f.MaxAckPending,
-	}
-}
-
 // crawlOptions maps the settings onto the crawler's options.
 func (s settings) crawlOptions() crawl.Options {
 	c := s.Crawl
@@ -184,7 +161,7 @@ func (s settings) crawlOptions() crawl.Options {
 		retries = -1 // none
 	}
 	return crawl.Options{
-		Topology: topology(s.Frontier),
+		Topology: s.Frontier.Topology(),
 		Fetcher: crawl.FetcherOptions{
 			UserAgent:      c.UserAgent,
 			RequestTimeout: c.RequestTimeout,

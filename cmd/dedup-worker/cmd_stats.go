@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/stats"
 )
 
@@ -99,7 +100,11 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 		if nc != nil {
 			defer nc.Close()
 		}
-		rep = gather(ctx, stats.NewRedis(rdb, cfg.Frontier.Prefix), f, nc, topology(*cfg), top)
+		var filterStats func(context.Context) (dedup.Stats, error)
+		if f != nil {
+			filterStats = f.Stats
+		}
+		rep = gather(ctx, stats.NewRedis(rdb, cfg.Frontier.Prefix).Snapshot, filterStats, nc, cfg.Frontier.Topology(), top)
 		switch {
 		case ferr != nil:
 			rep.fail("filter", ferr)

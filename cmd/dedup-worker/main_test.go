@@ -125,7 +125,7 @@ func newHarness(tb testing.TB) *harness {
 		redis: redistest.Start(tb, redistest.Options{AOF: true}),
 	}
 	h.js = h.nats.JetStream()
-	h.topo = topology(testConfig("", ""))
+	h.topo = testConfig("", "").Frontier.Topology()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.topo.Ensure(ctx, h.js); err != nil {

@@ -57,18 +57,19 @@ func (r *report) fail(part string, err error) {
 }
 
 // gather builds a report from whichever sources are given (nil ones are
-// skipped).
-func gather(ctx context.Context, rec statsStore, f seenFilter, nc *nats.Conn, topo frontier.Topology, topN int) report {
+// skipped): the shared statistics, the filter's health, the streams.
+func gather(ctx context.Context, shared func(context.Context, int) (stats.Snapshot, error),
+	filter func(context.Context) (dedup.Stats, error), nc *nats.Conn, topo frontier.Topology, topN int) report {
 	var r report
-	if rec != nil {
-		if s, err := rec.Snapshot(ctx, topN); err != nil {
+	if shared != nil {
+		if s, err := shared(ctx, topN); err != nil {
 			r.fail("shared", err)
 		} else {
 			r.Shared = &s
 		}
 	}
-	if f != nil {
-		if s, err := f.Stats(ctx); err != nil {
+	if filter != nil {
+		if s, err := filter(ctx); err != nil {
 			r.fail("filter", err)
 		} else {
 			r.Filter = &s

@@ -1,0 +1,371 @@
+// Package pipeline is the one path from settings (a config.Config) to a
+// running dedup worker: the connections, the filter (opened with retries
+// while Redis is down), the shared statistics, the frontier.Worker and, for
+// an in-memory filter, its snapshot file. `dedup-worker run` and the
+// crawler's embedded mode both run a Worker, so they cannot drift apart.
+//
+// A Worker also answers what a status page shows: its readiness (with a
+// failing snapshot save), the worker's status, the filter's health and the
+// shared statistics.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/normalize"
+	"github.com/sievecrawl/sieve/stats"
+)
+
+// statsStore is the shared statistics: stats.Redis or stats.Memory.
+type statsStore interface {
+	frontier.Recorder
+	Snapshot(ctx context.Context, topN int) (stats.Snapshot, error)
+	Close() error
+}
+
+// Worker states, as Readiness reports them.
+const (
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StateStopping = "stopping"
+)
+
+// ErrNotOpen is returned by the read methods of a Worker whose filter or
+// worker is not open yet.
+var ErrNotOpen = errors.New("pipeline: not open yet")
+
+// Worker is one dedup worker built from settings. Set its exported fields,
+// then Open, Run until the context ends, and Close. Its read methods
+// (Readiness, Status, FilterStats, StatsSnapshot, SnapshotStatus) are safe
+// for concurrent use at any time.
+type Worker struct {
+	// Config is the validated settings.
+	Config config.Config
+	// Logger receives state changes (nil: discard).
+	Logger *slog.Logger
+	// Registerer receives the worker's and the filter's metrics (nil:
+	// none).
+	Registerer prometheus.Registerer
+	// Conn is the NATS connection to use, left open by Close; nil: Open
+	// connects to Config.NATS and Close drains that connection.
+	Conn *nats.Conn
+	// Name names the connection Open makes (default "dedup-worker").
+	Name string
+
+	nc      *nats.Conn
+	ownConn bool
+	rdb     redis.UniversalClient
+	canon   *normalize.Normalizer
+	rec     statsStore
+	filter  atomic.Pointer[filterBox]
+	worker  atomic.Pointer[frontier.Worker]
+	state   atomic.Value // string
+	snap    *snapshotter
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// filterBox holds the filter interface in an atomic.Pointer.
+type filterBox struct{ f config.SeenFilter }
+
+func (w *Worker) log() *slog.Logger {
+	if w.Logger == nil {
+		w.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return w.Logger
+}
+
+// Open connects to NATS (which may still be down: the client keeps trying)
+// and Redis, and opens an in-memory filter from its snapshot file, whose
+// errors are final (a damaged file, another filter's parameters). A Redis
+// filter is opened by Run, which waits for Redis.
+func (w *Worker) Open(ctx context.Context) error {
+	w.state.Store(StateStarting)
+	log := w.log()
+	canon, err := w.Config.Normalize.Normalizer()
+	if err != nil {
+		return fmt.Errorf("normalizer: %w", err)
+	}
+	w.canon = canon
+	w.nc = w.Conn
+	if w.nc == nil {
+		name := w.Name
+		if name == "" {
+			name = "dedup-worker"
+		}
+		nc, err := w.Config.NATS.Connect(name,
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				if err != nil { // nil: we closed it
+					log.Warn("nats disconnected", "error", err)
+				}
+			}),
+			nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		)
+		if err != nil {
+			return err
+		}
+		w.nc, w.ownConn = nc, true
+	}
+	if w.Config.Redis.Enabled() {
+		rdb, err := w.Config.Redis.Client()
+		if err != nil {
+			w.Close()
+			return err
+		}
+		w.rdb = rdb
+		w.rec = stats.NewRedis(rdb, w.Config.Frontier.Prefix)
+		return nil
+	}
+	w.rec = stats.NewMemory()
+	f, err := w.Config.Filter.Open(ctx, nil, canon.Version())
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("open filter: %w", err)
+	}
+	w.setFilter(f)
+	return nil
+}
+
+func (w *Worker) setFilter(f config.SeenFilter) {
+	w.filter.Store(&filterBox{f})
+	if w.rdb == nil && w.Config.Filter.Snapshot != "" {
+		w.snap = newSnapshotter(w.Config.Filter, f, w.log())
+	}
+}
+
+func (w *Worker) seenFilter() config.SeenFilter {
+	if b := w.filter.Load(); b != nil {
+		return b.f
+	}
+	return nil
+}
+
+// Run opens a Redis filter (retrying while Redis is unreachable; a
+// parameter mismatch is final), then runs the worker until ctx ends, saving
+// an in-memory filter's snapshot as it changes. It returns the worker's
+// error, if any; a ctx ended while the filter opens is not an error.
+func (w *Worker) Run(ctx context.Context) error {
+	// Stopping as soon as ctx ends, while the batches in hand finish.
+	stopMark := context.AfterFunc(ctx, func() { w.state.Store(StateStopping) })
+	defer stopMark()
+	if w.seenFilter() == nil {
+		f, err := w.openFilter(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		w.setFilter(f)
+	}
+	f := w.seenFilter()
+	opts := w.Config.WorkerOptions()
+	opts.Logger = w.log()
+	opts.Registerer = w.Registerer
+	fw, err := frontier.NewWorker(w.nc, f, w.canon, w.rec, opts)
+	if err != nil {
+		return err
+	}
+	if w.Registerer != nil {
+		if err := w.Registerer.Register(filterCollector{f}); err != nil {
+			_ = fw.Close()
+			return fmt.Errorf("register filter metrics: %w", err)
+		}
+	}
+	w.worker.Store(fw)
+	if ctx.Err() == nil {
+		w.state.Store(StateRunning)
+	}
+	var saving sync.WaitGroup
+	stopSaving := func() {}
+	if w.snap != nil {
+		var sctx context.Context
+		sctx, stopSaving = context.WithCancel(context.WithoutCancel(ctx))
+		saving.Go(func() { w.snap.loop(sctx) })
+	}
+	err = fw.Run(ctx)
+	stopSaving()
+	saving.Wait()
+	return err
+}
+
+// openFilter opens the Redis filter, waiting while Redis is unreachable.
+func (w *Worker) openFilter(ctx context.Context) (config.SeenFilter, error) {
+	wait := w.Config.Worker.BackoffMin
+	logged := false
+	for {
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		f, err := w.Config.Filter.Open(octx, w.rdb, w.canon.Version())
+		cancel()
+		if err == nil {
+			if logged {
+				w.log().Info("filter opened")
+			}
+			return f, nil
+		}
+		if isPermanent(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("open filter: %w", err)
+		}
+		if !logged {
+			w.log().Error("cannot open the filter yet: retrying", "error", err)
+			logged = true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, w.Config.Worker.BackoffMax)
+	}
+}
+
+// isPermanent reports whether an error opening the filter will not go away
+// by waiting: a parameter mismatch or invalid parameters.
+func isPermanent(err error) bool {
+	return errors.Is(err, dedup.ErrMismatch) || errors.Is(err, dedup.ErrInvalidParams)
+}
+
+// Close stops the worker and releases everything Open and Run acquired, in
+// reverse order, saving an in-memory filter to its snapshot file; a failed
+// final save is in its error. Close is idempotent; call it after Run
+// returned.
+func (w *Worker) Close() error {
+	w.closeOnce.Do(func() {
+		var errs []error
+		if fw := w.worker.Load(); fw != nil {
+			errs = append(errs, fw.Close())
+		}
+		if f := w.seenFilter(); f != nil {
+			if w.snap != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				errs = append(errs, w.snap.final(ctx))
+				cancel()
+			}
+			errs = append(errs, f.Close())
+		}
+		if w.rec != nil {
+			errs = append(errs, w.rec.Close())
+		}
+		if w.rdb != nil {
+			errs = append(errs, w.rdb.Close())
+		}
+		if w.nc != nil && w.ownConn {
+			if w.nc.IsConnected() {
+				_ = w.nc.Drain() // flushes acks; closes the connection
+				deadline := time.Now().Add(5 * time.Second)
+				for !w.nc.IsClosed() && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			w.nc.Close()
+		}
+		w.closeErr = errors.Join(errs...)
+	})
+	return w.closeErr
+}
+
+// NATS returns the worker's NATS connection (nil before Open).
+func (w *Worker) NATS() *nats.Conn { return w.nc }
+
+// Topology returns the shape of the streams the worker uses.
+func (w *Worker) Topology() frontier.Topology { return w.Config.Frontier.Topology() }
+
+// Readiness is whether a worker takes work, and why not.
+type Readiness struct {
+	// Ready is true while the worker runs with NATS and the filter
+	// available and its snapshot (if any) saved.
+	Ready bool `json:"ready"`
+	// State is starting, running or stopping.
+	State string `json:"state"`
+	// Error says why the worker is not ready.
+	Error string `json:"error,omitempty"`
+	// Dependencies maps nats, filter, stats and frontier to their state.
+	Dependencies map[string]frontier.DepState `json:"dependencies,omitempty"`
+	// Snapshot is the in-memory filter's snapshot file, if it has one.
+	Snapshot *SnapshotStatus `json:"snapshot,omitempty"`
+}
+
+// Readiness reports whether the worker takes work.
+func (w *Worker) Readiness() Readiness {
+	r := Readiness{State: StateStarting}
+	if s, ok := w.state.Load().(string); ok {
+		r.State = s
+	}
+	fw := w.worker.Load()
+	switch {
+	case fw == nil:
+		r.Error = "starting: opening the filter"
+	case r.State != StateRunning:
+		r.Error = r.State
+	default:
+		if err := fw.Ready(); err != nil {
+			r.Error = err.Error()
+		} else {
+			r.Ready = true
+		}
+	}
+	if fw != nil {
+		r.Dependencies = fw.Status().Dependencies
+	}
+	if w.snap != nil {
+		s := w.snap.status()
+		r.Snapshot = &s
+		if s.Error != "" && r.Ready {
+			r.Ready, r.Error = false, "filter snapshot: "+s.Error
+		}
+	}
+	return r
+}
+
+// Status returns the running worker's state, or false before it runs.
+func (w *Worker) Status() (frontier.Status, bool) {
+	fw := w.worker.Load()
+	if fw == nil {
+		return frontier.Status{}, false
+	}
+	return fw.Status(), true
+}
+
+// FilterStats returns the filter's health, or ErrNotOpen.
+func (w *Worker) FilterStats(ctx context.Context) (dedup.Stats, error) {
+	f := w.seenFilter()
+	if f == nil {
+		return dedup.Stats{}, ErrNotOpen
+	}
+	return f.Stats(ctx)
+}
+
+// StatsSnapshot returns the shared statistics with the topN hosts, or
+// ErrNotOpen.
+func (w *Worker) StatsSnapshot(ctx context.Context, topN int) (stats.Snapshot, error) {
+	if w.rec == nil {
+		return stats.Snapshot{}, ErrNotOpen
+	}
+	return w.rec.Snapshot(ctx, topN)
+}
+
+// SnapshotStatus returns the state of the in-memory filter's snapshot file,
+// or false when there is none (a Redis filter, or no file configured).
+func (w *Worker) SnapshotStatus() (SnapshotStatus, bool) {
+	if w.snap == nil {
+		return SnapshotStatus{}, false
+	}
+	return w.snap.status(), true
+}
