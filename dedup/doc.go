@@ -17,6 +17,11 @@
 //     set, which answers repeated keys without Redis.
 //   - Cuckoo and RedisCuckoo: growing cuckoo filters, in memory and in
 //     Redis, which can also forget keys.
+//   - Window: a revisit window over any of the growing kinds, in which a
+//     key is seen for a while and then new again (see below).
+//
+// Plan sizes any of them before it is created, with the functions the
+// filters size themselves with.
 //
 // # Sizing a Bloom filter
 //
@@ -75,6 +80,63 @@
 // its tighter rate. For a Bloom layer, Stats reports its fill (the fraction
 // of bits set) and its current rate fill^k, and for the filter
 // 1 − Π(1 − fill_i^k_i).
+//
+// # Revisit windows
+//
+// A Window makes a key admitted at time t read as seen until at least t+D
+// and new again when it is rediscovered after at most t+D·(1+1/g), for a
+// window D and a granularity g ≥ 1 (WindowOptions). It is a
+// rotating-generations scheme, a coarse relative of the Age-Partitioned
+// Bloom Filters of Shtul, Baquero and Almeida (2020), which shift one
+// single-hash slice at a time; generations instead reuse this package's
+// growing filters unchanged (Bloom or cuckoo, in memory or sharded in
+// Redis).
+//
+// Time is cut into periods of L = ceil(D/g) counted from the Unix epoch;
+// generation e is a growing filter that holds the keys admitted during
+// [e·L, (e+1)·L). In period c the g+1 generations c−g … c are live: a key is
+// seen if a live generation holds it, and TestAndAdd adds a key to
+// generation c only if none does (rediscovery does not extend a key's
+// life). A key admitted at t, in period e = floor(t/L), is read until
+// generation e stops being live at (e+g+1)·L, and e·L ≤ t < (e+1)·L gives
+//
+//	D ≤ g·L < (e+g+1)·L − t ≤ (g+1)·L ≤ D·(1+1/g) + (g+1) ns
+//
+// so it is a duplicate through t+D and new again from t+D·(1+1/g) at the
+// latest (rounded up to the nanosecond).
+//
+// False positives. Each generation is sized for P/(g+1), with P the
+// window's target, and as a growing filter keeps its rate below that
+// however many keys it holds (see Growing). A lookup reads at most g+1
+// generations, so a key not admitted within the window reads as seen with
+// probability
+//
+//	1 − Π (1 − P/(g+1))  ≤  (g+1) · P/(g+1)  =  P
+//
+// at every moment: the set of generations read changes only at a period's
+// boundary, each of them is within its own bound whatever its fill, and an
+// expired generation is never read, even before its data is deleted.
+//
+// Memory. At a steady rate R of keys new to the window, a generation
+// receives at most R·L keys, its period's; a generation's size is a function
+// of how many keys it holds (its layers follow the schedule), so after the
+// first g+1 periods (the first window, D·(1+1/g)) every new generation
+// replaces an expired one of the same size and memory stops growing, at
+// (g+1) times one generation of R·L keys. With InitialCapacity = R·L each
+// generation is one layer at rate (1−r)·P/(g+1), about
+//
+//	(1+1/g) · R·D · ln((g+1)/((1−r)·P)) / (ln 2)²   bits
+//
+// for Bloom generations: a larger g brings the moment a key is new again
+// closer to t+D (a factor 1+1/g of keys held) at ln(g+1)/(ln 2)² more bits a
+// key and one more generation to read per lookup. Plan computes the figures.
+//
+// Clock. All processes sharing a window in Redis read one clock, the Redis
+// server's TIME (RedisClock; on a cluster, the master holding the window's
+// metadata), so they agree on the periods; the bounds above hold in that
+// clock to within a process's error in reading it (half a round trip plus
+// its local clock's drift since it last asked). The first process that
+// sees a generation expire deletes its keys.
 //
 // # Persistence and policy
 //

@@ -250,16 +250,24 @@ func (s *ScalableBloom) Close() error {
 // ones are never written again; the file is written while other calls
 // proceed, and holds whole batches only.
 func (s *ScalableBloom) Save(ctx context.Context, path string) error {
+	snap, err := s.snapshot()
+	if err != nil {
+		return err
+	}
+	return writeSnapshot(ctx, path, snap)
+}
+
+// snapshot returns the filter's content for a snapshot file: the older
+// layers shared (never written again) and a copy of the newest.
+func (s *ScalableBloom) snapshot() (*snapshot, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	layers := append([]*layer(nil), s.layers...)
 	layers[len(layers)-1] = layers[len(layers)-1].clone()
-	snap := &snapshot{kind: snapshotKindScalable, policy: s.policy, growth: s.growth, layers: layers}
-	s.mu.Unlock()
-	return writeSnapshot(ctx, path, snap)
+	return &snapshot{kind: snapshotKindScalable, policy: s.policy, growth: s.growth, layers: layers}, nil
 }
 
 // LoadScalableBloom restores a filter written by ScalableBloom.Save.
@@ -278,6 +286,12 @@ func LoadScalableBloom(ctx context.Context, path string, opts ScalableOptions) (
 	if err != nil {
 		return nil, err
 	}
+	return scalableFromSnapshot(path, s, opts)
+}
+
+// scalableFromSnapshot makes a filter of a decoded snapshot if it was stored
+// with opts (with defaults), as LoadScalableBloom describes.
+func scalableFromSnapshot(path string, s *snapshot, opts ScalableOptions) (*ScalableBloom, error) {
 	stored, given := s.growth, opts.Growth
 	mismatch := func(field string, a, b any) error {
 		return &MismatchError{Name: path, Field: field, Stored: fmt.Sprint(a), Given: fmt.Sprint(b)}

@@ -53,6 +53,13 @@ func writeSnapshot(ctx context.Context, path string, s *snapshot) (err error) {
 	if len(s.policy) > maxPolicyLen {
 		return fmt.Errorf("dedup: snapshot %s: policy is %d bytes, more than %d", path, len(s.policy), maxPolicyLen)
 	}
+	return writeFileAtomic(path, func(w io.Writer) error { return s.encode(ctx, w) })
+}
+
+// writeFileAtomic writes path with write, atomically: into a temporary file
+// in the same directory, synced, then renamed over path, and the directory
+// synced.
+func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -65,7 +72,7 @@ func writeSnapshot(ctx context.Context, path string, s *snapshot) (err error) {
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := s.encode(ctx, bw); err != nil {
+	if err := write(bw); err != nil {
 		return fmt.Errorf("dedup: snapshot %s: %w", path, err)
 	}
 	if err := bw.Flush(); err != nil {
