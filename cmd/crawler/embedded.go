@@ -28,7 +28,11 @@ func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (*backe
 	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	b := &backend{}
+	unlock, err := lockDir(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &backend{closers: []func() error{unlock}} // released last
 	if err := b.startEmbedded(ctx, s, logger); err != nil {
 		b.close()
 		return nil, err
