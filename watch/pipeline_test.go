@@ -1,0 +1,159 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/normalize"
+	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/testsite"
+)
+
+// testPipeline is a real pipeline in the test process: the test site, a NATS
+// server with JetStream, a dedup worker with an in-memory scalable Bloom
+// filter and a crawler, all watched by one Server on a loopback port.
+type testPipeline struct {
+	site    *testsite.Site
+	topo    frontier.Topology
+	stats   *stats.Memory
+	filter  *dedup.ScalableBloom
+	worker  *frontier.Worker
+	crawler *crawl.Crawler
+	queues  *JetStreamQueues
+	watch   *Server
+	url     string
+	// done receives the crawler's Run result once the crawl is idle.
+	done chan error
+}
+
+const testCrawl = "watched"
+
+// startPipeline starts the pipeline and the crawl of a test site of pages
+// pages; the crawl ends by itself when the frontier is empty.
+func startPipeline(tb testing.TB, pages int) *testPipeline {
+	tb.Helper()
+	site, err := testsite.New(testsite.Options{Pages: pages})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { site.Close() })
+	srv := natstest.Start(tb, natstest.Options{})
+	topo := frontier.Topology{Partitions: 4}.WithDefaults()
+	p := &testPipeline{site: site, topo: topo, stats: stats.NewMemory(), done: make(chan error, 1)}
+	// Small layers, so the crawl grows the filter and the page shows layers.
+	p.filter, err = dedup.NewScalableBloom(dedup.ScalableOptions{Growth: dedup.Growth{InitialCapacity: 64, TargetFPP: 0.001}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	canon, err := normalize.New(normalize.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p.worker, err = frontier.NewWorker(srv.Conn(), p.filter, canon, p.stats, frontier.WorkerOptions{
+		Topology: topo, StatsInterval: 50 * time.Millisecond, FetchWait: 10 * time.Millisecond, Registerer: reg,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.crawler, err = crawl.New(srv.JetStream(), crawl.Options{
+		Topology:     topo,
+		Fetcher:      crawl.FetcherOptions{HostParallel: 4, HostDelay: -1},
+		MaxDepth:     8,
+		RetryBackoff: 100 * time.Millisecond,
+		MaxRetries:   2,
+		LeaseTTL:     3 * time.Second,
+		IdleExit:     time.Second,
+		Canonicalize: canon.URL,
+		Registerer:   reg,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.queues = NewJetStreamQueues(srv.JetStream(), topo)
+	p.watch, err = New(Sources{
+		Role: "embedded", Counters: p.stats, Filter: p.filter, Queues: p.queues, Worker: p.worker, Crawler: p.crawler,
+	}, Options{Interval: 200 * time.Millisecond, FilterEvery: 200 * time.Millisecond, Registry: reg})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr, err := p.watch.Listen("127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.url = PageURL(addr.String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- p.worker.Run(ctx) }()
+	tb.Cleanup(func() {
+		p.watch.Close()
+		p.crawler.Close()
+		cancel()
+		if err := <-wdone; err != nil {
+			tb.Errorf("dedup worker: %v", err)
+		}
+		p.worker.Close()
+		p.filter.Close()
+	})
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if err := crawl.Seed(sctx, srv.JetStream(), topo, testCrawl, []string{site.URL}); err != nil {
+		tb.Fatal(err)
+	}
+	go func() {
+		err := p.crawler.Run(ctx)
+		if errors.Is(err, crawl.ErrIdle) {
+			err = nil
+		}
+		p.done <- err
+	}()
+	return p
+}
+
+// wait waits for the crawl to end and the worker to have counted all it
+// published, then for one more sample, and returns the final report.
+func (p *testPipeline) wait(tb testing.TB) Report {
+	tb.Helper()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			tb.Fatalf("crawl: %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		tb.Fatal("crawl did not end in 90s")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := p.queues.Depths(context.Background())
+		if err == nil && d.DiscoveredQueued == 0 && d.DiscoveredInFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("discovered stream not drained: %+v, %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The worker adds its counts every StatsInterval; the watch samples
+	// every Interval: wait until a sample shows the worker's final totals.
+	for {
+		want := p.worker.Status().Totals
+		r := p.watch.Report()
+		if r.Shared != nil && r.Shared.Totals.Links == want.Links && r.Shared.Totals.Admitted == want.Admitted &&
+			r.Crawler != nil && r.Crawler.Fetched == p.crawler.Stats().Fetched {
+			return r
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("watch report never caught up: shared %+v, worker %+v", r.Shared, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,106 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/frontier"
+)
+
+// Depths are the pipeline's queues at one moment.
+type Depths struct {
+	// DiscoveredQueued is the number of discovered messages waiting for a
+	// dedup worker.
+	DiscoveredQueued uint64 `json:"discovered_queued"`
+	// DiscoveredInFlight is the number fetched by workers, unacknowledged.
+	DiscoveredInFlight int `json:"discovered_in_flight"`
+	// DiscoveredRedelivered is the number redelivered and not yet
+	// acknowledged.
+	DiscoveredRedelivered int `json:"discovered_redelivered"`
+	// FrontierQueued is the number of admitted URLs waiting for crawlers.
+	FrontierQueued uint64 `json:"frontier_queued"`
+	// FrontierBytes is their size.
+	FrontierBytes uint64 `json:"frontier_bytes"`
+	// FrontierStored is the number of URLs ever stored on the frontier
+	// (its last sequence): the exact count of admitted URLs.
+	FrontierStored uint64 `json:"frontier_stored"`
+	// FrontierRedelivered is the frontier messages redelivered to crawlers
+	// and not yet acknowledged (retries waiting included).
+	FrontierRedelivered int `json:"frontier_redelivered"`
+	// Partitions holds each partition's waiting URLs, in partition order.
+	Partitions []uint64 `json:"partitions"`
+	// Crawls holds each crawl's waiting URLs.
+	Crawls map[string]uint64 `json:"crawls,omitempty"`
+}
+
+// JetStreamQueues reads the queue depths from JetStream. It is safe for
+// concurrent use.
+type JetStreamQueues struct {
+	js   jetstream.JetStream
+	topo frontier.Topology
+}
+
+// NewJetStreamQueues returns the queues of topo on js.
+func NewJetStreamQueues(js jetstream.JetStream, topo frontier.Topology) *JetStreamQueues {
+	return &JetStreamQueues{js: js, topo: topo.WithDefaults()}
+}
+
+var _ Queues = (*JetStreamQueues)(nil)
+
+// Depths reads both streams, the dedup workers' consumer and the
+// partitions' consumers: 4 + Partitions requests.
+func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
+	t := q.topo
+	var d Depths
+	ds, err := q.js.Stream(ctx, t.DiscoveredStream())
+	if err != nil {
+		return d, fmt.Errorf("watch: stream %s: %w", t.DiscoveredStream(), err)
+	}
+	d.DiscoveredQueued = ds.CachedInfo().State.Msgs
+	if c, err := ds.Consumer(ctx, t.Consumer()); err == nil {
+		ci := c.CachedInfo()
+		d.DiscoveredInFlight, d.DiscoveredRedelivered = ci.NumAckPending, ci.NumRedelivered
+	}
+	fs, err := q.js.Stream(ctx, t.FrontierStream())
+	if err != nil {
+		return d, fmt.Errorf("watch: stream %s: %w", t.FrontierStream(), err)
+	}
+	prefix := t.Prefix + ".frontier."
+	finfo, err := fs.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return d, fmt.Errorf("watch: stream %s: %w", t.FrontierStream(), err)
+	}
+	d.FrontierQueued, d.FrontierBytes, d.FrontierStored = finfo.State.Msgs, finfo.State.Bytes, finfo.State.LastSeq
+	d.Partitions = make([]uint64, t.Partitions)
+	for subject, n := range finfo.State.Subjects {
+		// <prefix>.frontier.<crawl>.<partition>
+		rest := strings.TrimPrefix(subject, prefix)
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 {
+			continue
+		}
+		if p, err := strconv.Atoi(rest[i+1:]); err == nil && p >= 0 && p < len(d.Partitions) {
+			d.Partitions[p] += n
+		}
+		if d.Crawls == nil {
+			d.Crawls = map[string]uint64{}
+		}
+		d.Crawls[rest[:i]] += n
+	}
+	for p := range t.Partitions {
+		c, err := fs.Consumer(ctx, crawl.PartitionConsumer(t, p))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue // no crawler has owned it yet
+		} else if err != nil {
+			return d, fmt.Errorf("watch: partition %d consumer: %w", p, err)
+		}
+		d.FrontierRedelivered += c.CachedInfo().NumRedelivered
+	}
+	return d, nil
+}

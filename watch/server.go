@@ -1,0 +1,374 @@
+package watch
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sievecrawl/sieve/crawl"
+)
+
+//go:embed ui
+var ui embed.FS
+
+// Registry is where the Server registers its collectors and what /metrics
+// serves (a *prometheus.Registry).
+type Registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// Options configures a Server. Zero values mean the defaults beside them.
+type Options struct {
+	// Interval is the time between samples: 1s.
+	Interval time.Duration
+	// History is how far back the time series goes: 1h.
+	History time.Duration
+	// FilterEvery is how often the filter's statistics are read: 5s (never
+	// less than Interval).
+	FilterEvery time.Duration
+	// TopHosts is how many top hosts /stats lists: 20.
+	TopHosts int
+	// Timeout bounds one sample's reads: 5s.
+	Timeout time.Duration
+	// Registry receives the filter and queue metrics and is served at
+	// /metrics; nil: a registry of the Server's own.
+	Registry Registry
+	// Logger receives sampling failures (once per part until it recovers);
+	// nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.History <= 0 {
+		o.History = time.Hour
+	}
+	if o.FilterEvery <= 0 {
+		o.FilterEvery = 5 * time.Second
+	}
+	o.FilterEvery = max(o.FilterEvery, o.Interval)
+	if o.TopHosts <= 0 {
+		o.TopHosts = 20
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Server samples its Sources and serves the watch surface. Construct with
+// New, serve Handler (or call Listen), then Close. It is safe for concurrent
+// use.
+type Server struct {
+	src     Sources
+	opts    Options
+	started time.Time
+	series  *series
+
+	mu       sync.Mutex
+	last     Report
+	failing  map[string]bool
+	filterAt time.Time
+
+	srv       *http.Server
+	addr      net.Addr
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Server watching src; it takes its first sample before it
+// returns and then one every Interval until Close.
+func New(src Sources, opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	s := &Server{
+		src:     src,
+		opts:    opts,
+		started: time.Now(),
+		series:  newSeries(int(opts.History/opts.Interval) + 1),
+		failing: map[string]bool{},
+	}
+	if err := registerMetrics(opts.Registry, s); err != nil {
+		return nil, fmt.Errorf("watch: metrics: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.sample(ctx, time.Now())
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(opts.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				s.sample(ctx, now)
+			}
+		}
+	}()
+	return s, nil
+}
+
+// Listen serves Handler on addr (host:port; port 0 picks a free one) until
+// Close, and returns the address it listens on.
+func (s *Server) Listen(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("watch: listen: %w", err)
+	}
+	s.mu.Lock()
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.addr = ln.Addr()
+	srv := s.srv
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.opts.Logger.Error("watch: serve", "err", err)
+		}
+	}()
+	return ln.Addr(), nil
+}
+
+// URL returns the page's address once Listen succeeded ("" before): a
+// wildcard host is shown as 127.0.0.1.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.addr == nil {
+		return ""
+	}
+	return PageURL(s.addr.String())
+}
+
+// PageURL turns a listen address into the URL of its page.
+func PageURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+// Close stops sampling and the HTTP server (letting requests in progress
+// finish for up to 5 seconds) and waits for their goroutines. It may be
+// called more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			s.closeErr = srv.Shutdown(ctx)
+			cancel()
+		}
+		s.wg.Wait()
+	})
+	return s.closeErr
+}
+
+// Report returns the last sample's report.
+func (s *Server) Report() Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Samples returns the time series after the time ms (Unix milliseconds; 0:
+// all of it).
+func (s *Server) Samples(ms int64) Samples {
+	out := s.series.after(ms)
+	out.IntervalMS = s.opts.Interval.Milliseconds()
+	return out
+}
+
+// sample reads the sources into a Report and the time series.
+func (s *Server) sample(ctx context.Context, now time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	src := s.src
+	r := Report{Role: src.Role, Started: s.started, At: now}
+	v := map[string]float64{}
+	if src.Counters != nil {
+		if snap, err := src.Counters.Snapshot(ctx, s.opts.TopHosts); err != nil {
+			r.fail("shared", err)
+		} else {
+			r.Shared = &snap
+			t := snap.Totals
+			v["links"], v["admitted"], v["duplicates"] = float64(t.Links), float64(t.Admitted), float64(t.Duplicates)
+			v["rejected"], v["poison"], v["pages"] = float64(t.RejectedTotal()), float64(t.PoisonTotal()), float64(t.Pages)
+		}
+	}
+	s.mu.Lock()
+	prev := s.last
+	readFilter := now.Sub(s.filterAt) >= s.opts.FilterEvery || prev.Filter == nil
+	s.mu.Unlock()
+	if src.Filter != nil {
+		if !readFilter {
+			r.Filter, r.FilterAt = prev.Filter, prev.FilterAt
+		} else if fs, err := src.Filter.Stats(ctx); err != nil {
+			r.fail("filter", err)
+		} else {
+			r.Filter, r.FilterAt = &fs, now
+		}
+		if r.Filter != nil {
+			r.Growth = growthRemaining(r.Filter)
+			v["filter:items"], v["filter:fpp"] = float64(r.Filter.Items), r.Filter.EstimatedFPP
+		}
+	}
+	if src.Queues != nil {
+		if d, err := src.Queues.Depths(ctx); err != nil {
+			r.fail("streams", err)
+		} else {
+			r.Streams = &d
+			v["queue:discovered"], v["queue:discovered_in_flight"] = float64(d.DiscoveredQueued), float64(d.DiscoveredInFlight)
+			v["queue:frontier"], v["queue:redelivered"] = float64(d.FrontierQueued), float64(d.DiscoveredRedelivered+d.FrontierRedelivered)
+			for id, n := range d.Crawls {
+				v["crawl:"+id+":queued"] = float64(n)
+			}
+		}
+	}
+	if src.Worker != nil {
+		st := src.Worker.Status()
+		r.Worker = &st
+	}
+	if src.Crawler != nil {
+		st := src.Crawler.Stats()
+		r.Crawler = &CrawlerState{ID: src.Crawler.ID(), Stats: st}
+		crawlerValues(v, "", st.Fetched, st.Outcomes, crawl.Sum(st.Retried), crawl.Sum(st.Failed))
+		for id, cs := range st.Crawls {
+			crawlerValues(v, "crawl:"+id+":", cs.Fetched, cs.Outcomes, cs.Retried, cs.Failed)
+		}
+	}
+	r.Ready, r.NotReady = s.ready()
+	s.series.add(now, v)
+	win := 10 * time.Second
+	r.Rates = Rates{
+		Window: win.Seconds(), Links: s.series.rate("links", win), Admitted: s.series.rate("admitted", win),
+		Duplicates: s.series.rate("duplicates", win), Rejected: s.series.rate("rejected", win),
+		Fetched: s.series.rate("fetched", win),
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.FilterAt.Equal(now) {
+		s.filterAt = now
+	}
+	s.last = r
+	for part, msg := range r.Errors {
+		if !s.failing[part] {
+			s.opts.Logger.Warn("watch: cannot read "+part, "err", msg)
+		}
+	}
+	s.failing = map[string]bool{}
+	for part := range r.Errors {
+		s.failing[part] = true
+	}
+}
+
+// crawlerValues puts a crawler's counts into a sample, under prefix.
+func crawlerValues(v map[string]float64, prefix string, fetched int64, outcomes map[string]int64, retried, failed int64) {
+	v[prefix+"fetched"], v[prefix+"retried"], v[prefix+"failed"] = float64(fetched), float64(retried), float64(failed)
+	for _, o := range crawl.Outcomes() {
+		v[prefix+"outcome:"+o] = float64(outcomes[o])
+	}
+}
+
+// ready runs the readiness checks.
+func (s *Server) ready() (bool, map[string]string) {
+	checks := maps.Clone(s.src.Checks)
+	if s.src.Worker != nil {
+		if checks == nil {
+			checks = map[string]func() error{}
+		}
+		checks["worker"] = s.src.Worker.Ready
+	}
+	var not map[string]string
+	for _, name := range slices.Sorted(maps.Keys(checks)) {
+		if err := checks[name](); err != nil {
+			if not == nil {
+				not = map[string]string{}
+			}
+			not[name] = err.Error()
+		}
+	}
+	return not == nil, not
+}
+
+// Handler serves the watch surface: / (the page and its files), /stats,
+// /series, /metrics, /healthz and /readyz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	page, _ := fs.Sub(ui, "ui")
+	mux.Handle("GET /", http.FileServerFS(page))
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Report())
+	})
+	mux.HandleFunc("GET /series", func(w http.ResponseWriter, r *http.Request) {
+		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+		writeJSON(w, http.StatusOK, s.Samples(after))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, not := s.ready()
+		body := struct {
+			Ready    bool              `json:"ready"`
+			NotReady map[string]string `json:"not_ready,omitempty"`
+			Worker   any               `json:"dependencies,omitempty"`
+		}{Ready: ok, NotReady: not}
+		if s.src.Worker != nil {
+			body.Worker = s.src.Worker.Status().Dependencies
+		}
+		code := http.StatusOK
+		if !ok {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, body)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

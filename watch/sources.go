@@ -1,0 +1,123 @@
+package watch
+
+import (
+	"context"
+	"time"
+
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/stats"
+)
+
+// Counters reads the seen-URL statistics shared by the dedup workers
+// (stats.Memory, stats.Redis).
+type Counters interface {
+	Snapshot(ctx context.Context, topHosts int) (stats.Snapshot, error)
+}
+
+// Filter reads a filter's health (every dedup filter).
+type Filter interface {
+	Stats(ctx context.Context) (dedup.Stats, error)
+}
+
+// Queues reads the pipeline's queue depths (JetStreamQueues).
+type Queues interface {
+	Depths(ctx context.Context) (Depths, error)
+}
+
+// Worker is a dedup worker running in this process (frontier.Worker).
+type Worker interface {
+	Status() frontier.Status
+	Ready() error
+}
+
+// Crawler is a crawler running in this process (crawl.Crawler).
+type Crawler interface {
+	ID() string
+	Stats() crawl.Stats
+}
+
+// Sources are what a process has to show. Nil fields are parts it does not
+// have.
+type Sources struct {
+	// Role names the process on the page: "dedup-worker", "crawler",
+	// "embedded".
+	Role     string
+	Counters Counters
+	Filter   Filter
+	Queues   Queues
+	Worker   Worker
+	Crawler  Crawler
+	// Checks are extra readiness checks by name (a dependency the process
+	// needs, or a state such as "starting"): /readyz answers 503 while one
+	// returns an error. A Worker's Ready is checked as "worker".
+	Checks map[string]func() error
+}
+
+// Report is the process's state at one moment: what /stats serves, and what
+// "dedup-worker stats" and "crawler stats" print. The field names of the
+// dedup side (worker, shared, filter, streams, errors) are those the
+// dedup-worker's report has always had.
+type Report struct {
+	Role    string    `json:"role"`
+	Started time.Time `json:"started"`
+	At      time.Time `json:"at"`
+	// Ready says whether /readyz answers 200; NotReady says why not.
+	Ready    bool              `json:"ready"`
+	NotReady map[string]string `json:"not_ready,omitempty"`
+	// Worker is this process's dedup worker.
+	Worker *frontier.Status `json:"worker,omitempty"`
+	// Crawler is this process's crawler.
+	Crawler *CrawlerState `json:"crawler,omitempty"`
+	// Shared is the statistics all dedup workers share.
+	Shared *stats.Snapshot `json:"shared,omitempty"`
+	// Filter is the filter's health, as of FilterAt.
+	Filter   *dedup.Stats `json:"filter,omitempty"`
+	FilterAt time.Time    `json:"filter_at,omitzero"`
+	// Growth is how many more items the newest layer takes before the
+	// filter opens its next one (0 for a filter that does not grow).
+	Growth uint64 `json:"growth_remaining,omitempty"`
+	// Streams is the queues' state.
+	Streams *Depths `json:"streams,omitempty"`
+	// Rates are recent per-second rates, from the time series.
+	Rates Rates `json:"rates"`
+	// Errors says why a part is missing.
+	Errors map[string]string `json:"errors,omitempty"`
+}
+
+// CrawlerState is a crawler's identity and counts.
+type CrawlerState struct {
+	ID string `json:"id"`
+	crawl.Stats
+}
+
+// Rates are per-second rates over the last RateWindow of samples.
+type Rates struct {
+	Window     float64 `json:"window_seconds"`
+	Links      float64 `json:"links"`
+	Admitted   float64 `json:"admitted"`
+	Duplicates float64 `json:"duplicates"`
+	Rejected   float64 `json:"rejected"`
+	Fetched    float64 `json:"fetched"`
+}
+
+func (r *Report) fail(part string, err error) {
+	if r.Errors == nil {
+		r.Errors = map[string]string{}
+	}
+	r.Errors[part] = err.Error()
+}
+
+// growthRemaining is how many items the newest layer of a growing filter
+// takes before the next layer opens.
+func growthRemaining(s *dedup.Stats) uint64 {
+	if s == nil || s.NextLayerCapacity == 0 || len(s.Layers) == 0 {
+		return 0
+	}
+	l := s.Layers[len(s.Layers)-1]
+	if l.Items >= l.Capacity {
+		return 0
+	}
+	return l.Capacity - l.Items
+}

@@ -1,0 +1,272 @@
+// The live page: polls /stats and /series, draws the charts with uPlot and
+// fills the tables. Every table is bounded (top N rows, a summary of old
+// filter layers), so a crawl of many hosts or a filter of many layers keeps
+// the page light.
+"use strict";
+(function () {
+  const MAX_ROWS = 25; // rows of the hosts, partitions and crawls tables
+  const SHOWN_LAYERS = 10; // newest filter layers listed; older ones summed
+  const OUTCOMES = ["2xx", "3xx", "4xx", "5xx", "robots", "failed"];
+  const COLORS = { "2xx": "#16a34a", "3xx": "#2563eb", "4xx": "#f59e0b", "5xx": "#dc2626", robots: "#7c3aed", failed: "#6b7280", retried: "#db2777" };
+
+  const state = { at: [], values: {}, intervalMS: 1000, report: null, crawl: "", charts: {} };
+  window.sieveWatch = state; // for the browser test and the curious
+
+  const $ = (id) => document.getElementById(id);
+  const fmt = (n) => (n == null ? "–" : Math.round(n).toLocaleString("en-US"));
+  const rate = (n) => (n == null ? "" : n.toFixed(n < 10 ? 1 : 0) + "/s");
+  const pct = (x) => (100 * x).toFixed(1) + "%";
+  const sci = (x) => (x == null ? "–" : x === 0 ? "0" : x.toExponential(2));
+  const bytes = (n) => {
+    const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+    return (i ? n.toFixed(1) : n) + " " + u[i];
+  };
+  const sum = (m) => Object.values(m || {}).reduce((a, b) => a + b, 0);
+
+  // fill replaces a table's rows: head is a list of column titles (a
+  // title ending in "#" is numeric), rows lists of cell values.
+  function fill(table, head, rows) {
+    const t = document.createElement("tbody");
+    if (head) {
+      const tr = t.insertRow();
+      for (const h of head) {
+        const th = document.createElement("th");
+        const num = h.endsWith("#");
+        th.textContent = num ? h.slice(0, -1) : h;
+        if (num) th.className = "n";
+        tr.appendChild(th);
+      }
+    }
+    for (const r of rows) {
+      const tr = t.insertRow();
+      r.forEach((v, i) => {
+        const td = tr.insertCell();
+        if (v && typeof v === "object" && v.cls) { td.className = v.cls; td.textContent = v.text; if (v.id) td.id = v.id; return; }
+        td.textContent = typeof v === "number" ? fmt(v) : v == null ? "–" : String(v);
+        if (typeof v === "number" || (head && head[i] && head[i].endsWith("#"))) td.className = "n";
+      });
+    }
+    table.replaceChildren(t);
+  }
+
+  // rates turns a counter's samples into per-second rates (null where the
+  // counter went back, as after a restart).
+  function rates(key) {
+    const v = state.values[key];
+    const out = new Array(state.at.length).fill(null);
+    if (!v) return out;
+    for (let i = 1; i < v.length; i++) {
+      const dt = (state.at[i] - state.at[i - 1]) / 1000;
+      const d = v[i] - v[i - 1];
+      if (dt > 0 && d >= 0) out[i] = d / dt;
+    }
+    return out;
+  }
+  const level = (key) => state.values[key] || new Array(state.at.length).fill(null);
+  const prefix = () => (state.crawl ? "crawl:" + state.crawl + ":" : "");
+
+  const chartDefs = {
+    seen: () => [["admitted", "#16a34a", rates("admitted")], ["duplicates", "#f59e0b", rates("duplicates")], ["rejected", "#dc2626", rates("rejected")]],
+    fetches: () => OUTCOMES.map((o) => [o, COLORS[o], rates(prefix() + "outcome:" + o)]).concat([["retries", COLORS.retried, rates(prefix() + "retried")]]),
+    queues: () => [["discovered", "#2563eb", level("queue:discovered")], ["frontier", "#16a34a", level(state.crawl ? prefix() + "queued" : "queue:frontier")],
+      ["in flight", "#6b7280", level("queue:discovered_in_flight")], ["redelivered", "#dc2626", level("queue:redelivered")]],
+    filter: () => [["items", "#7c3aed", level("filter:items")]],
+  };
+
+  function draw() {
+    const xs = state.at.map((t) => t / 1000);
+    for (const [name, def] of Object.entries(chartDefs)) {
+      const lines = def();
+      const data = [xs].concat(lines.map((l) => l[2]));
+      const el = $("chart-" + name);
+      let c = state.charts[name];
+      const labels = lines.map((l) => l[0]).join();
+      if (c && c.labels !== labels) { c.plot.destroy(); c = null; }
+      if (!c) {
+        const plot = new uPlot({
+          width: Math.max(el.clientWidth, 200), height: 220,
+          scales: { x: { time: true } },
+          series: [{}].concat(lines.map((l) => ({ label: l[0], stroke: l[1], width: 1.5, spanGaps: false }))),
+          axes: [{}, { size: 60 }],
+          legend: { live: true },
+        }, data, el);
+        c = state.charts[name] = { plot, labels };
+      } else {
+        c.plot.setData(data);
+      }
+      // Points drawn: the non-null values of the chart's series.
+      el.dataset.points = data.slice(1).reduce((n, s) => n + s.filter((v) => v != null).length, 0);
+    }
+  }
+
+  function resize() {
+    for (const [name, c] of Object.entries(state.charts)) {
+      c.plot.setSize({ width: Math.max($("chart-" + name).clientWidth, 200), height: 220 });
+    }
+  }
+
+  function crawlerView(r) {
+    const cr = r.crawler;
+    if (!cr) return null;
+    if (!state.crawl) return { fetched: cr.fetched, outcomes: cr.outcomes || {}, retried: sum(cr.retried), failed: sum(cr.failed), links: cr.links };
+    const c = (cr.crawls || {})[state.crawl] || {};
+    return { fetched: c.fetched || 0, outcomes: c.outcomes || {}, retried: c.retried || 0, failed: c.failed || 0, links: c.links || 0 };
+  }
+
+  function render(r) {
+    $("role").textContent = r.role || "";
+    const ready = $("ready");
+    ready.textContent = r.ready ? "ready" : "not ready";
+    ready.className = "pill " + (r.ready ? "ok" : "bad");
+    ready.title = Object.entries(r.not_ready || {}).map(([k, v]) => k + ": " + v).join("\n");
+    $("updated").textContent = "updated " + new Date(r.at).toLocaleTimeString();
+
+    // Crawl selector: the crawls the crawler or the queues know.
+    const ids = new Set(Object.keys((r.crawler && r.crawler.crawls) || {}).concat(Object.keys((r.streams && r.streams.crawls) || {})));
+    const sel = $("crawl");
+    const have = new Set([...sel.options].map((o) => o.value));
+    for (const id of [...ids].sort()) if (!have.has(id)) sel.add(new Option(id, id));
+    document.querySelectorAll(".scope").forEach((e) => (e.textContent = state.crawl ? "(crawl " + state.crawl + ")" : "(all crawls)"));
+
+    const cv = crawlerView(r);
+    const t = r.shared ? r.shared.totals : null;
+    $("total-fetched").textContent = cv ? fmt(cv.fetched) : "–";
+    $("rate-fetched").textContent = cv && !state.crawl ? rate(r.rates.fetched) : "";
+    $("total-links").textContent = t ? fmt(t.links) : "–";
+    $("rate-links").textContent = t ? rate(r.rates.links) : "";
+    $("total-admitted").textContent = t ? fmt(t.admitted) : "–";
+    $("rate-admitted").textContent = t ? rate(r.rates.admitted) : "";
+    $("total-duplicates").textContent = t ? fmt(t.duplicates) : "–";
+    $("rate-duplicates").textContent = t ? rate(r.rates.duplicates) : "";
+    $("total-rejected").textContent = t ? fmt(sum(t.rejected)) : "–";
+    $("rate-rejected").textContent = t ? rate(r.rates.rejected) : "";
+    $("total-retried").textContent = cv ? fmt(cv.retried) : "–";
+    $("total-failed").textContent = cv ? fmt(cv.failed) + " given up" : "";
+    const q = r.streams;
+    $("total-frontier").textContent = q ? fmt(state.crawl ? (q.crawls || {})[state.crawl] || 0 : q.frontier_queued) : "–";
+    $("total-discovered").textContent = q ? fmt(q.discovered_queued) + " discovered waiting" : "";
+    const f = r.filter;
+    $("total-filter").textContent = f ? fmt(f.items) : "–";
+    $("filter-fpp").textContent = f ? "FPP " + sci(f.estimated_fpp) + " / " + sci(f.target_fpp) : "";
+
+    // Outcomes, retries and failures.
+    if (cv) {
+      const rows = OUTCOMES.map((o) => [o, { cls: "n", text: fmt(cv.outcomes[o] || 0), id: "outcome-" + o }]);
+      rows.push(["retries", { cls: "n", text: fmt(cv.retried), id: "outcome-retries" }]);
+      if (!state.crawl) {
+        for (const [k, v] of Object.entries(r.crawler.retried || {}).sort()) rows.push(["  retried: " + k, v]);
+        for (const [k, v] of Object.entries(r.crawler.failed || {}).sort()) rows.push(["  given up: " + k, v]);
+      }
+      fill($("outcomes"), ["outcome", "attempts#"], rows);
+    } else {
+      fill($("outcomes"), null, [["no crawler in this process"]]);
+    }
+    fill($("rejected"), ["reason", "links#"], t ? Object.entries(t.rejected || {}).sort((a, b) => b[1] - a[1]).slice(0, MAX_ROWS) : []);
+
+    // Filter and its layers: the newest SHOWN_LAYERS, the older ones summed.
+    if (f) {
+      fill($("filter"), null, [
+        ["kind", f.kind], ["items", fmt(f.items)],
+        ["false-positive rate", sci(f.estimated_fpp) + " now, bound " + sci(f.target_fpp)],
+        ["memory", bytes(f.memory_bytes) + (f.bytes_per_item ? ", " + f.bytes_per_item.toFixed(2) + " B/item" : "")],
+        ["layers", fmt((f.layers || []).length)],
+        ["next layer opens", f.next_layer_capacity ? "in " + fmt(r.growth_remaining || 0) + " items (capacity " + fmt(f.next_layer_capacity) + ")" : "never (fixed size)"],
+      ]);
+      const ls = f.layers || [];
+      const rows = [];
+      const cut = Math.max(0, ls.length - SHOWN_LAYERS);
+      if (cut > 0) {
+        const old = ls.slice(0, cut);
+        rows.push(["0–" + (cut - 1), fmt(sum(old.map((l) => l.items))) + " / " + fmt(sum(old.map((l) => l.capacity))), "", sci(1 - old.reduce((p, l) => p * (1 - l.estimated_fpp), 1))]);
+      }
+      ls.slice(cut).forEach((l, i) => rows.push([String(cut + i), fmt(l.items) + " / " + fmt(l.capacity), pct(l.fill), sci(l.estimated_fpp)]));
+      fill($("layers"), ["layer", "items / capacity", "fill", "FPP now"], rows.reverse());
+    } else {
+      fill($("filter"), null, [["the filter lives in the dedup workers"]]);
+      fill($("layers"), null, []);
+    }
+
+    // Queues and partitions (the deepest first).
+    if (q) {
+      fill($("queues"), ["stream", "waiting#", "in flight#", "redelivered#"], [
+        ["discovered", q.discovered_queued, q.discovered_in_flight, q.discovered_redelivered],
+        ["frontier", q.frontier_queued, null, q.frontier_redelivered],
+      ]);
+      const parts = (q.partitions || []).map((n, p) => [p, n]).sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, MAX_ROWS);
+      fill($("partitions"), ["partition", "waiting#"], parts.map(([p, n]) => [String(p), n]));
+    } else {
+      fill($("queues"), null, [["queues unavailable"]]);
+      fill($("partitions"), null, []);
+    }
+
+    // Top hosts: the crawler's most fetched and the workers' most admitted.
+    const hosts = new Map();
+    const host = (h) => hosts.get(h) || hosts.set(h, { fetched: null, admitted: null }).get(h);
+    for (const h of (r.crawler && r.crawler.top_hosts) || []) host(h.host).fetched = h.fetched;
+    for (const h of (r.shared && r.shared.top_hosts) || []) host(h.host).admitted = h.admitted;
+    const hrows = [...hosts.entries()].sort((a, b) => (b[1].fetched || 0) + (b[1].admitted || 0) - (a[1].fetched || 0) - (a[1].admitted || 0)).slice(0, MAX_ROWS);
+    fill($("hosts"), ["host", "fetched#", "admitted#"], hrows.map(([h, c]) => [{ cls: "host", text: h }, c.fetched, c.admitted]));
+    const counts = [];
+    if (r.crawler) counts.push(fmt(r.crawler.host_count) + " fetched");
+    if (r.shared) counts.push(fmt(r.shared.host_count) + " admitted");
+    $("host-count").textContent = counts.length ? "(" + counts.join(", ") + " hosts)" : "";
+
+    // This process's worker and crawler.
+    const procs = [];
+    if (r.worker) {
+      const deps = Object.entries(r.worker.dependencies || {}).map(([k, v]) => k + (v.up ? " up" : " DOWN")).join(", ");
+      procs.push(["dedup worker", r.worker.ready ? "ready" : "not ready", rate(r.rates.admitted) + " admitted", r.worker.inflight_batches + " batches", deps]);
+    }
+    if (r.crawler) {
+      procs.push(["crawler " + r.crawler.id, "partitions " + ((r.crawler.partitions || []).join(" ") || "none"), rate(r.rates.fetched) + " fetched", r.crawler.in_flight + " in hand", ""]);
+    }
+    fill($("processes"), ["process", "state", "rate", "load", "dependencies"], procs);
+
+    // Crawls.
+    const crows = [...ids].sort().slice(0, MAX_ROWS).map((id) => {
+      const c = (r.crawler && r.crawler.crawls && r.crawler.crawls[id]) || {};
+      return [id, c.fetched || 0, c.retried || 0, (q && q.crawls && q.crawls[id]) || 0];
+    });
+    fill($("crawls"), ["crawl", "fetched#", "retries#", "waiting#"], crows);
+
+    $("errors").textContent = Object.entries(r.errors || {}).map(([k, v]) => k + ": " + v).join(" · ");
+  }
+
+  async function poll() {
+    try {
+      const last = state.at.length ? state.at[state.at.length - 1] : 0;
+      const [sr, rr] = await Promise.all([fetch("series?after=" + last), fetch("stats")]);
+      const s = await sr.json();
+      state.report = await rr.json();
+      state.intervalMS = s.interval_ms || 1000;
+      const n = state.at.length;
+      state.at = state.at.concat(s.at);
+      for (const [k, v] of Object.entries(s.values)) {
+        const old = state.values[k] || new Array(n).fill(0);
+        state.values[k] = old.concat(v);
+      }
+      for (const k of Object.keys(state.values)) {
+        if (state.values[k].length < state.at.length) state.values[k] = state.values[k].concat(new Array(state.at.length - state.values[k].length).fill(0));
+      }
+      // Keep what the server keeps: an hour of samples.
+      const keep = Math.ceil(3600000 / state.intervalMS) + 1;
+      if (state.at.length > keep) {
+        const cut = state.at.length - keep;
+        state.at = state.at.slice(cut);
+        for (const k of Object.keys(state.values)) state.values[k] = state.values[k].slice(cut);
+      }
+      render(state.report);
+      draw();
+      state.polls = (state.polls || 0) + 1;
+    } catch (e) {
+      $("errors").textContent = "cannot reach the process: " + e;
+    }
+    setTimeout(poll, Math.max(state.intervalMS, 1000));
+  }
+
+  $("crawl").addEventListener("change", (e) => { state.crawl = e.target.value; if (state.report) { render(state.report); draw(); } });
+  window.addEventListener("resize", resize);
+  poll();
+})();
