@@ -79,7 +79,7 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 		return
 	}
 	c.finished.Add(1)
-	c.stats.fetched(entry.Crawl, u.Host, page)
+	c.stats.fetched(entry.Crawl, u.Hostname(), page)
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
 	links := page.Links
 	if page.Redirect != "" {
@@ -226,7 +226,7 @@ func (c *Crawler) failed(ctx context.Context, msg jetstream.Msg, entry frontier.
 		return
 	}
 	if u, err := url.Parse(entry.URL); err == nil {
-		c.stats.attempt(entry.Crawl, u.Host, fe)
+		c.stats.attempt(entry.Crawl, u.Hostname(), fe)
 	}
 	if fe.Temporary {
 		n := uint64(1)

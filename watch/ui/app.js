@@ -217,12 +217,14 @@
     const procs = [];
     if (r.worker) {
       const deps = Object.entries(r.worker.dependencies || {}).map(([k, v]) => k + (v.up ? " up" : " DOWN")).join(", ");
-      procs.push(["dedup worker", r.worker.ready ? "ready" : "not ready", rate(r.rates.admitted) + " admitted", r.worker.inflight_batches + " batches", deps]);
+      procs.push(["dedup worker", (r.worker.ready ? "ready" : "not ready") + " · " + rate(r.rates.admitted) + " admitted · " + r.worker.inflight_batches + " batches in hand"]);
+      procs.push(["", deps]);
     }
     if (r.crawler) {
-      procs.push(["crawler " + r.crawler.id, "partitions " + ((r.crawler.partitions || []).join(" ") || "none"), rate(r.rates.fetched) + " fetched", r.crawler.in_flight + " in hand", ""]);
+      procs.push([{ cls: "host", text: "crawler " + r.crawler.id }, rate(r.rates.fetched) + " fetched · " + r.crawler.in_flight + " URLs in hand"]);
+      procs.push(["", "partitions " + ((r.crawler.partitions || []).join(" ") || "none")]);
     }
-    fill($("processes"), ["process", "state", "rate", "load", "dependencies"], procs);
+    fill($("processes"), null, procs);
 
     // Crawls.
     const crows = [...ids].sort().slice(0, MAX_ROWS).map((id) => {
