@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
 )
 
@@ -94,7 +93,7 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 		d.Crawls[rest[:i]] += n
 	}
 	for p := range t.Partitions {
-		c, err := fs.Consumer(ctx, crawl.PartitionConsumer(t, p))
+		c, err := fs.Consumer(ctx, t.PartitionConsumer(p))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			continue // no crawler has owned it yet
 		} else if err != nil {
