@@ -24,6 +24,18 @@ if ! have redis-server || ! have redis-cli; then
 	fi
 fi
 
+# The live page's browser tests (watch/) drive headless Chromium.
+if ! have chromium && ! have chromium-browser && ! have google-chrome; then
+	if [ "$(id -u)" = 0 ] && have apt-get; then
+		echo "test.sh: installing chromium with apt-get"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+	else
+		echo "test.sh: chromium is missing; install it (Debian/Ubuntu: sudo apt-get install chromium)" >&2
+		exit 1
+	fi
+fi
+
 # A missing service must fail the run, never skip it.
 export CI=true
 
