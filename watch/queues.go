@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -43,11 +44,17 @@ type Depths struct {
 type JetStreamQueues struct {
 	js   jetstream.JetStream
 	topo frontier.Topology
+
+	mu     sync.Mutex
+	crawls map[string]bool // crawls seen on the frontier (at most maxCrawls)
 }
+
+// maxCrawls bounds the crawls whose empty frontier is still reported as 0.
+const maxCrawls = 256
 
 // NewJetStreamQueues returns the queues of topo on js.
 func NewJetStreamQueues(js jetstream.JetStream, topo frontier.Topology) *JetStreamQueues {
-	return &JetStreamQueues{js: js, topo: topo.WithDefaults()}
+	return &JetStreamQueues{js: js, topo: topo.WithDefaults(), crawls: map[string]bool{}}
 }
 
 var _ Queues = (*JetStreamQueues)(nil)
@@ -92,6 +99,22 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 		}
 		d.Crawls[rest[:i]] += n
 	}
+	// A crawl whose frontier emptied reads 0 rather than vanishing.
+	q.mu.Lock()
+	for id := range d.Crawls {
+		if len(q.crawls) < maxCrawls {
+			q.crawls[id] = true
+		}
+	}
+	for id := range q.crawls {
+		if _, ok := d.Crawls[id]; !ok {
+			if d.Crawls == nil {
+				d.Crawls = map[string]uint64{}
+			}
+			d.Crawls[id] = 0
+		}
+	}
+	q.mu.Unlock()
 	for p := range t.Partitions {
 		c, err := fs.Consumer(ctx, t.PartitionConsumer(p))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {

@@ -151,6 +151,7 @@ func TestServerSurface(t *testing.T) {
 			t.Errorf("/metrics %s%v = %v (found %v), want %v", tc.name, tc.labels, v, ok, tc.want)
 		}
 	}
+	checkDashboard(t, mf)
 	if got.Growth == 0 || got.Growth != f.Layers[len(f.Layers)-1].Capacity-f.Layers[len(f.Layers)-1].Items {
 		t.Errorf("growth remaining %d, newest layer %+v", got.Growth, f.Layers[len(f.Layers)-1])
 	}
