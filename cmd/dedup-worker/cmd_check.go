@@ -33,37 +33,14 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	}
 	defer t.close()
 
-	base := flagValue(fs, "base")
-	type line struct{ state, text string }
-	out := make([]line, len(urls))
-	var keys [][]byte
-	var at []int
-	for i, u := range urls {
-		c, err := canonical(n, base, u)
-		if err != nil {
-			out[i] = line{"rejected " + reasonOf(err), u}
-			continue
+	lines, err := answerURLs(n, flagValue(fs, "base"), urls, "new", "seen", func(keys [][]byte) ([]bool, error) {
+		if t.filter == nil {
+			return make([]bool, len(keys)), nil
 		}
-		out[i] = line{"new", c}
-		keys, at = append(keys, []byte(c)), append(at, i)
+		return t.filter.Contains(ctx, keys)
+	})
+	if err != nil {
+		return fail(err)
 	}
-	if t.filter != nil && len(keys) > 0 {
-		seen, err := t.filter.Contains(ctx, keys)
-		if err != nil {
-			return fail(err)
-		}
-		for j, i := range at {
-			if seen[j] {
-				out[i].state = "seen"
-			}
-		}
-	}
-	code := exitOK
-	for _, l := range out {
-		fmt.Fprintf(e.stdout, "%s\t%s\n", l.state, l.text)
-		if l.state != "new" && l.state != "seen" {
-			code = exitFail
-		}
-	}
-	return code
+	return printAnswers(e.stdout, lines)
 }
