@@ -106,13 +106,27 @@ func embeddedConfig(s settings) config.Config {
 // are noise beside the crawler's progress, so below debug level it logs
 // warnings and errors only.
 func workerLogger(s settings, logger *slog.Logger) *slog.Logger {
+	logger = logger.With("component", "dedup-worker")
 	if s.Log.Level == "debug" {
-		return logger.With("component", "dedup-worker")
+		return logger
 	}
-	o := &slog.HandlerOptions{Level: slog.LevelWarn}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, o)
-	if s.Log.Format == "json" {
-		h = slog.NewJSONHandler(os.Stderr, o)
-	}
-	return slog.New(h).With("component", "dedup-worker")
+	return slog.New(minLevel{logger.Handler(), slog.LevelWarn})
+}
+
+// minLevel passes on the records of at least its level.
+type minLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.level}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.level}
 }
