@@ -7,7 +7,9 @@ import (
 )
 
 // collector exports the last sample's filter and queue state on each scrape,
-// so a scrape costs the sources nothing. Layers and partitions are labels
+// so a scrape costs the sources nothing. The filter's totals (items, FPP,
+// bound, memory, layers) are pipeline.Worker's metrics; these add its layers
+// and growth. Layers and partitions are labels
 // (bounded by the filter's growth and the topology), crawls are labelled by
 // id (never hosts).
 type collector struct{ s *Server }
@@ -17,11 +19,6 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	filterItems      = desc("filter_items", "Keys the filter has admitted.")
-	filterFPP        = desc("filter_estimated_fpp", "The filter's current false-positive rate, estimated from its fill.")
-	filterTarget     = desc("filter_target_fpp", "The configured bound on the filter's false-positive rate.")
-	filterMemory     = desc("filter_memory_bytes", "Memory the filter's bits or slots occupy.")
-	filterLayers     = desc("filter_layers", "Layers of the growing filter.")
 	filterNextCap    = desc("filter_next_layer_capacity", "Capacity of the layer the filter opens next (0: it does not grow).")
 	filterGrowth     = desc("filter_growth_remaining_items", "Items the newest layer takes before the next layer opens.")
 	layerFill        = desc("filter_layer_fill", "Fraction of a layer's bits set (Bloom) or slots used (cuckoo).", "layer")
@@ -42,7 +39,7 @@ func registerMetrics(reg prometheus.Registerer, s *Server) error {
 }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{filterItems, filterFPP, filterTarget, filterMemory, filterLayers, filterNextCap, filterGrowth,
+	for _, d := range []*prometheus.Desc{filterNextCap, filterGrowth,
 		layerFill, layerFPP, layerItems, layerCapacity, queueDiscovered, queueInFlight, queueRedelivered, queueFrontier,
 		queuePartition, queueCrawl, sourceUp} {
 		ch <- d
@@ -59,11 +56,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		parts["shared"] = r.Shared != nil
 	}
 	if f := r.Filter; f != nil {
-		gauge(filterItems, float64(f.Items))
-		gauge(filterFPP, f.EstimatedFPP)
-		gauge(filterTarget, f.TargetFPP)
-		gauge(filterMemory, float64(f.MemoryBytes))
-		gauge(filterLayers, float64(len(f.Layers)))
 		gauge(filterNextCap, float64(f.NextLayerCapacity))
 		gauge(filterGrowth, float64(r.Growth))
 		for i, l := range f.Layers {

@@ -8,24 +8,23 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
-	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
-	"github.com/sievecrawl/sieve/normalize"
-	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/testsite"
 )
 
-// testPipeline is a real pipeline in the test process: the test site, a NATS
-// server with JetStream, a dedup worker with an in-memory scalable Bloom
-// filter and a crawler, all watched by one Server on a loopback port.
+// testPipeline is a real pipeline in the test process, wired as the
+// embedded crawler wires it: the test site, a NATS server with JetStream, a
+// dedup worker (pipeline.Worker) with an in-memory scalable Bloom filter and
+// a crawler, all on one metrics registry and watched by one Server on a
+// loopback port.
 type testPipeline struct {
 	site    *testsite.Site
 	topo    frontier.Topology
-	stats   *stats.Memory
-	filter  *dedup.ScalableBloom
-	worker  *frontier.Worker
+	worker  *pipeline.Worker
 	crawler *crawl.Crawler
 	queues  *JetStreamQueues
 	watch   *Server
@@ -46,22 +45,23 @@ func startPipeline(tb testing.TB, pages int) *testPipeline {
 	}
 	tb.Cleanup(func() { site.Close() })
 	srv := natstest.Start(tb, natstest.Options{})
-	topo := frontier.Topology{Partitions: 4}.WithDefaults()
-	p := &testPipeline{site: site, topo: topo, stats: stats.NewMemory(), done: make(chan error, 1)}
+	cfg := config.Default()
+	cfg.Frontier.Partitions = 4
 	// Small layers, so the crawl grows the filter and the page shows layers.
-	p.filter, err = dedup.NewScalableBloom(dedup.ScalableOptions{Growth: dedup.Growth{InitialCapacity: 64, TargetFPP: 0.001}})
-	if err != nil {
+	cfg.Filter.Capacity, cfg.Filter.FPP = 64, 0.001
+	cfg.Worker.StatsInterval, cfg.Worker.FetchWait = 50*time.Millisecond, 10*time.Millisecond
+	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	canon, err := normalize.New(normalize.Options{})
+	topo := cfg.Frontier.Topology().WithDefaults()
+	p := &testPipeline{site: site, topo: topo, done: make(chan error, 1)}
+	canon, err := cfg.Normalize.Normalizer()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	p.worker, err = frontier.NewWorker(srv.Conn(), p.filter, canon, p.stats, frontier.WorkerOptions{
-		Topology: topo, StatsInterval: 50 * time.Millisecond, FetchWait: 10 * time.Millisecond, Registerer: reg,
-	})
-	if err != nil {
+	p.worker = &pipeline.Worker{Config: cfg, Conn: srv.Conn(), Registerer: reg}
+	if err := p.worker.Open(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
 	p.crawler, err = crawl.New(srv.JetStream(), crawl.Options{
@@ -80,7 +80,8 @@ func startPipeline(tb testing.TB, pages int) *testPipeline {
 	}
 	p.queues = NewJetStreamQueues(srv.JetStream(), topo)
 	p.watch, err = New(Sources{
-		Role: "embedded", Counters: p.stats, Filter: p.filter, Queues: p.queues, Worker: p.worker, Crawler: p.crawler,
+		Role: "embedded", Counters: CountersFunc(p.worker.StatsSnapshot), Filter: FilterFunc(p.worker.FilterStats),
+		Queues: p.queues, Worker: p.worker, Crawler: p.crawler,
 	}, Options{Interval: 200 * time.Millisecond, FilterEvery: 200 * time.Millisecond, Registry: reg})
 	if err != nil {
 		tb.Fatal(err)
@@ -102,7 +103,6 @@ func startPipeline(tb testing.TB, pages int) *testPipeline {
 			tb.Errorf("dedup worker: %v", err)
 		}
 		p.worker.Close()
-		p.filter.Close()
 	})
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	defer scancel()
@@ -145,7 +145,8 @@ func (p *testPipeline) wait(tb testing.TB) Report {
 	// The worker adds its counts every StatsInterval; the watch samples
 	// every Interval: wait until a sample shows the worker's final totals.
 	for {
-		want := p.worker.Status().Totals
+		ws, _ := p.worker.Status()
+		want := ws.Totals
 		r := p.watch.Report()
 		if r.Shared != nil && r.Shared.Totals.Links == want.Links && r.Shared.Totals.Admitted == want.Admitted &&
 			r.Crawler != nil && r.Crawler.Fetched == p.crawler.Stats().Fetched {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/pipeline"
 )
 
 //go:embed ui
@@ -261,8 +262,11 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 		}
 	}
 	if src.Worker != nil {
-		st := src.Worker.Status()
-		r.Worker = &st
+		if st, ok := src.Worker.Status(); ok {
+			r.Worker = &st
+		}
+		rd := src.Worker.Readiness()
+		r.Readiness = &rd
 	}
 	if src.Crawler != nil {
 		st := src.Crawler.Stats()
@@ -313,7 +317,12 @@ func (s *Server) ready() (bool, map[string]string) {
 		if checks == nil {
 			checks = map[string]func() error{}
 		}
-		checks["worker"] = s.src.Worker.Ready
+		checks["worker"] = func() error {
+			if r := s.src.Worker.Readiness(); !r.Ready {
+				return errors.New(r.Error)
+			}
+			return nil
+		}
 	}
 	var not map[string]string
 	for _, name := range slices.Sorted(maps.Keys(checks)) {
@@ -348,12 +357,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ok, not := s.ready()
 		body := struct {
-			Ready    bool              `json:"ready"`
-			NotReady map[string]string `json:"not_ready,omitempty"`
-			Worker   any               `json:"dependencies,omitempty"`
+			Ready    bool                `json:"ready"`
+			NotReady map[string]string   `json:"not_ready,omitempty"`
+			Worker   *pipeline.Readiness `json:"worker,omitempty"`
 		}{Ready: ok, NotReady: not}
 		if s.src.Worker != nil {
-			body.Worker = s.src.Worker.Status().Dependencies
+			rd := s.src.Worker.Readiness()
+			body.Worker = &rd
 		}
 		code := http.StatusOK
 		if !ok {

@@ -57,7 +57,8 @@ func TestServerSurface(t *testing.T) {
 		t.Fatalf("GET /stats = %d, %v", code, err)
 	}
 	st := p.crawler.Stats()
-	want := p.worker.Status().Totals
+	ws, _ := p.worker.Status()
+	want := ws.Totals
 	for _, tc := range []struct {
 		what      string
 		got, want int64

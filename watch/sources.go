@@ -7,6 +7,7 @@ import (
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 )
 
@@ -26,11 +27,25 @@ type Queues interface {
 	Depths(ctx context.Context) (Depths, error)
 }
 
-// Worker is a dedup worker running in this process (frontier.Worker).
+// Worker is a dedup worker running in this process (pipeline.Worker).
 type Worker interface {
-	Status() frontier.Status
-	Ready() error
+	Readiness() pipeline.Readiness
+	Status() (frontier.Status, bool)
 }
+
+// CountersFunc adapts a function to Counters (pipeline.Worker.StatsSnapshot).
+type CountersFunc func(ctx context.Context, topHosts int) (stats.Snapshot, error)
+
+// Snapshot calls f.
+func (f CountersFunc) Snapshot(ctx context.Context, topHosts int) (stats.Snapshot, error) {
+	return f(ctx, topHosts)
+}
+
+// FilterFunc adapts a function to Filter (pipeline.Worker.FilterStats).
+type FilterFunc func(ctx context.Context) (dedup.Stats, error)
+
+// Stats calls f.
+func (f FilterFunc) Stats(ctx context.Context) (dedup.Stats, error) { return f(ctx) }
 
 // Crawler is a crawler running in this process (crawl.Crawler).
 type Crawler interface {
@@ -51,7 +66,7 @@ type Sources struct {
 	Crawler  Crawler
 	// Checks are extra readiness checks by name (a dependency the process
 	// needs, or a state such as "starting"): /readyz answers 503 while one
-	// returns an error. A Worker's Ready is checked as "worker".
+	// returns an error. A Worker's Readiness is checked as "worker".
 	Checks map[string]func() error
 }
 
@@ -66,8 +81,10 @@ type Report struct {
 	// Ready says whether /readyz answers 200; NotReady says why not.
 	Ready    bool              `json:"ready"`
 	NotReady map[string]string `json:"not_ready,omitempty"`
-	// Worker is this process's dedup worker.
-	Worker *frontier.Status `json:"worker,omitempty"`
+	// Worker is this process's dedup worker, Readiness its readiness
+	// (state, dependencies, snapshot file).
+	Worker    *frontier.Status    `json:"worker,omitempty"`
+	Readiness *pipeline.Readiness `json:"readiness,omitempty"`
 	// Crawler is this process's crawler.
 	Crawler *CrawlerState `json:"crawler,omitempty"`
 	// Shared is the statistics all dedup workers share.
