@@ -107,9 +107,10 @@ type Worker struct {
 	SeenCache       int           `yaml:"seen_cache" help:"canonical URLs a worker remembers as held by the filter, so repeated links skip the filter call (about 20 bytes each); 0: no cache"`
 }
 
-// HTTP configures the status server (/metrics, /healthz, /readyz, /stats).
+// HTTP configures the watch server: the live page, /stats, /metrics,
+// /healthz, /readyz (package watch).
 type HTTP struct {
-	Addr string `yaml:"addr" help:"listen address of /metrics, /healthz, /readyz and /stats; empty: no HTTP server"`
+	Addr string `yaml:"addr" help:"listen address of the live page, /stats, /metrics, /healthz and /readyz (loopback by default; :PORT listens on every interface); empty: no HTTP server"`
 }
 
 // Log configures logging.
@@ -164,7 +165,7 @@ func Default() Config {
 			StatsInterval:   time.Second,
 			SeenCache:       1_000_000,
 		},
-		HTTP: HTTP{Addr: ":8080"},
+		HTTP: HTTP{Addr: "127.0.0.1:8080"}, // loopback: exposing it is a choice (compose sets ":8080")
 		Log:  Log{Level: "info", Format: "text"},
 	}
 }

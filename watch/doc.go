@@ -14,8 +14,9 @@
 // fill. The history therefore lives in the process, survives a page reload,
 // and costs a fixed amount of memory: at most maxKeys series of
 // History/Interval float64 values. /stats and /metrics answer from the last
-// sample, so a scrape or a page costs the sources nothing; the filter, whose
-// statistics may cost a round trip per shard, is read every FilterEvery.
+// sample, so a scrape or a page costs the sources nothing, however many
+// watch; the filter, whose statistics may cost a round trip per shard, can be
+// read less often (FilterEvery).
 //
 // The page is one HTML file with a small script and uPlot (ui/uplot, its
 // version and license beside it), all embedded: it needs no network access

@@ -39,8 +39,8 @@ type Options struct {
 	Interval time.Duration
 	// History is how far back the time series goes: 1h.
 	History time.Duration
-	// FilterEvery is how often the filter's statistics are read: 5s (never
-	// less than Interval).
+	// FilterEvery is how often the filter's statistics are read: Interval
+	// (never less).
 	FilterEvery time.Duration
 	// TopHosts is how many top hosts /stats lists: 20.
 	TopHosts int
@@ -60,9 +60,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.History <= 0 {
 		o.History = time.Hour
-	}
-	if o.FilterEvery <= 0 {
-		o.FilterEvery = 5 * time.Second
 	}
 	o.FilterEvery = max(o.FilterEvery, o.Interval)
 	if o.TopHosts <= 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 // report is what /stats serves and "dedup-worker stats" prints.
@@ -32,22 +33,8 @@ type report struct {
 	Errors map[string]string `json:"errors,omitempty"`
 }
 
-// streams is the pipeline's queues.
-type streams struct {
-	// DiscoveredQueued is the number of discovered messages waiting.
-	DiscoveredQueued uint64 `json:"discovered_queued"`
-	// DiscoveredInFlight is the number fetched by workers, unacknowledged.
-	DiscoveredInFlight int `json:"discovered_in_flight"`
-	// DiscoveredRedelivered is the number redelivered and not yet acknowledged.
-	DiscoveredRedelivered int `json:"discovered_redelivered"`
-	// FrontierQueued is the number of admitted URLs waiting for crawlers.
-	FrontierQueued uint64 `json:"frontier_queued"`
-	// FrontierBytes is their size.
-	FrontierBytes uint64 `json:"frontier_bytes"`
-	// FrontierStored is the number of URLs ever stored on the frontier
-	// (its last sequence): the exact count of admitted URLs.
-	FrontierStored uint64 `json:"frontier_stored"`
-}
+// streams is the pipeline's queues, as the watch page shows them.
+type streams = watch.Depths
 
 func (r *report) fail(part string, err error) {
 	if r.Errors == nil {
@@ -90,32 +77,11 @@ func streamState(ctx context.Context, nc *nats.Conn, topo frontier.Topology) (*s
 	if err != nil {
 		return nil, err
 	}
-	var s streams
-	ds, err := js.Stream(ctx, topo.DiscoveredStream())
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", topo.DiscoveredStream(), err)
-	}
-	dinfo, err := ds.Info(ctx)
+	d, err := watch.NewJetStreamQueues(js, topo).Depths(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.DiscoveredQueued = dinfo.State.Msgs
-	if c, err := ds.Consumer(ctx, topo.Consumer()); err == nil {
-		if ci, err := c.Info(ctx); err == nil {
-			s.DiscoveredInFlight = ci.NumAckPending
-			s.DiscoveredRedelivered = ci.NumRedelivered
-		}
-	}
-	fs, err := js.Stream(ctx, topo.FrontierStream())
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", topo.FrontierStream(), err)
-	}
-	finfo, err := fs.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.FrontierQueued, s.FrontierBytes, s.FrontierStored = finfo.State.Msgs, finfo.State.Bytes, finfo.State.LastSeq
-	return &s, nil
+	return &d, nil
 }
 
 // printReport writes the report as tables.

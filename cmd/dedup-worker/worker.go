@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
@@ -21,6 +22,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 // statsStore is the shared statistics: stats.Redis or stats.Memory.
@@ -30,17 +32,18 @@ type statsStore interface {
 	Close() error
 }
 
-// Main is one dedup worker process: a pipeline.Worker and its status server
-// (/metrics, /healthz, /readyz, /stats). Open, then Run until the context
+// Main is one dedup worker process: a pipeline.Worker and its watch server
+// (the live page, /stats, /metrics, /healthz, /readyz: package watch). Open, then Run until the context
 // ends, then Close. Tests boot it in-process with HTTP.Addr "127.0.0.1:0".
 type Main struct {
 	Config config.Config
 	Logger *slog.Logger
 
-	reg *prometheus.Registry
-	ln  net.Listener
-	srv *http.Server
-	w   *pipeline.Worker
+	reg   *prometheus.Registry
+	ln    net.Listener
+	srv   *http.Server
+	watch *watch.Server // the page, /stats, /metrics, /healthz, /readyz
+	w     *pipeline.Worker
 
 	closeOnce sync.Once
 	closeErr  error
@@ -57,12 +60,28 @@ func (m *Main) Open() error {
 			return fmt.Errorf("listen %s: %w", m.Config.HTTP.Addr, err)
 		}
 		m.ln = ln
-		m.srv = &http.Server{Handler: m.handler(), ReadHeaderTimeout: 10 * time.Second}
 	}
 	m.w = &pipeline.Worker{Config: m.Config, Logger: m.Logger, Registerer: m.reg, Name: "dedup-worker " + hostname()}
 	if err := m.w.Open(context.Background()); err != nil {
 		m.Close()
 		return err
+	}
+	if m.ln != nil {
+		js, err := jetstream.New(m.w.NATS())
+		if err == nil {
+			m.watch, err = watch.New(watch.Sources{
+				Role:     "dedup-worker",
+				Counters: watch.CountersFunc(m.w.StatsSnapshot),
+				Filter:   watch.FilterFunc(m.w.FilterStats),
+				Queues:   watch.NewJetStreamQueues(js, m.w.Topology()),
+				Worker:   m.w,
+			}, watch.Options{Registry: m.reg, Logger: m.Logger})
+		}
+		if err != nil {
+			m.Close()
+			return err
+		}
+		m.srv = &http.Server{Handler: m.watch.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	}
 	return nil
 }
@@ -115,6 +134,9 @@ func (m *Main) Close() error {
 			errs = append(errs, m.srv.Close())
 		} else if m.ln != nil {
 			errs = append(errs, m.ln.Close())
+		}
+		if m.watch != nil {
+			errs = append(errs, m.watch.Close())
 		}
 		if m.w != nil {
 			errs = append(errs, m.w.Close())
