@@ -74,25 +74,36 @@ func (p *pipeline) publishRaw(tb testing.TB, data []byte) {
 	}
 }
 
-// waitDrained waits until the workers' consumer has nothing pending or
-// unacknowledged.
+// waitDrained waits until every discovered message has been processed: the
+// stream is empty (work-queue retention deletes a message once a worker
+// acknowledges or terminates it) and the workers' consumer has nothing
+// pending or unacknowledged. The consumer's pending count alone is not
+// enough: the server updates it asynchronously, so right after a publish it
+// can read 0 for a message no worker has seen.
 func (p *pipeline) waitDrained(tb testing.TB, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := p.js.Consumer(ctx, p.topo.DiscoveredStream(), p.topo.Consumer())
 		var info *jetstream.ConsumerInfo
+		var sinfo *jetstream.StreamInfo
+		c, err := p.js.Consumer(ctx, p.topo.DiscoveredStream(), p.topo.Consumer())
 		if err == nil {
 			info, err = c.Info(ctx)
 		}
+		if err == nil {
+			var s jetstream.Stream
+			if s, err = p.js.Stream(ctx, p.topo.DiscoveredStream()); err == nil {
+				sinfo, err = s.Info(ctx)
+			}
+		}
 		cancel()
 		if err == nil {
-			if info.NumPending == 0 && info.NumAckPending == 0 {
+			if sinfo.State.Msgs == 0 && info.NumPending == 0 && info.NumAckPending == 0 {
 				return
 			}
-			last = fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
+			last = fmt.Sprintf("%d messages in the stream, pending %d, ack pending %d", sinfo.State.Msgs, info.NumPending, info.NumAckPending)
 		} else {
 			last = err.Error()
 		}

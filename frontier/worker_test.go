@@ -47,6 +47,20 @@ func checkOnce(t *testing.T, p *pipeline, got []frontierMsg, want map[string]boo
 	}
 }
 
+// checkNoRepublish asserts that no publish of the workers was caught by
+// JetStream's duplicate window. In a run without faults the filter alone
+// must keep each URL to one publish: the window is the safety net for
+// crashes, and a test that leans on it would pass with a filter that holds
+// nothing.
+func checkNoRepublish(t *testing.T, workers ...*frontier.Worker) {
+	t.Helper()
+	for i, w := range workers {
+		if n := w.Status().Totals.Republished; n != 0 {
+			t.Errorf("worker %d: %d publishes caught as duplicates by JetStream's window, want 0 (the filter let them through)", i+1, n)
+		}
+	}
+}
+
 func TestWorkerAdmitsEachURLOnce(t *testing.T) {
 	p := newPipeline(t, frontier.Topology{Partitions: 4})
 	s := site{host: "site.example", pages: 300}
@@ -65,23 +79,44 @@ func TestWorkerAdmitsEachURLOnce(t *testing.T) {
 	want[s.canonical(0)], want["https://other.example/"] = true, true
 	p.waitDrained(t, 20*time.Second)
 
+	// Pages come in waves, each drained before the next. A URL's first
+	// mentions all lie on one page of its wave: pages of one wave are in
+	// concurrent batches, and two batches that both hold a new URL both
+	// publish it (neither has marked it yet) — a race the duplicate window
+	// absorbs by design, counted as Republished. With no such race, every
+	// repeat must be stopped by the filter or the seen cache, and a single
+	// publish caught by the window means the filter failed.
 	rng := rand.New(rand.NewPCG(1, 2))
 	bad := []string{"mailto:info@site.example", "javascript:void(0)", "http://exa mple.com/", "tel:+100"}
 	var links, rejects int
-	for i := 0; i < 200; i++ {
-		var to []int
-		for j := 0; j < 30; j++ {
-			l := rng.IntN(s.pages)
-			to = append(to, l)
-			want[s.canonical(l)] = true
+	admitted := map[int]bool{0: true} // by an earlier wave
+	for wave := 0; wave < 20; wave++ {
+		owner := map[int]int{} // new URL of this wave → the one page linking to it
+		for i := wave * 10; i < wave*10+10; i++ {
+			var to []int
+			for len(to) < 30 {
+				l := rng.IntN(s.pages)
+				if o, ok := owner[l]; !admitted[l] && ok && o != i {
+					continue
+				}
+				if !admitted[l] {
+					owner[l] = i
+				}
+				to = append(to, l)
+				want[s.canonical(l)] = true
+			}
+			d := s.page("c1", i, to, i)
+			if i%10 == 0 {
+				d.Links = append(d.Links, bad[i/10%len(bad)])
+				rejects++
+			}
+			links += len(d.Links)
+			p.publish(t, d)
 		}
-		d := s.page("c1", i, to, i)
-		if i%10 == 0 {
-			d.Links = append(d.Links, bad[i/10%len(bad)])
-			rejects++
+		p.waitDrained(t, 20*time.Second)
+		for l := range owner {
+			admitted[l] = true
 		}
-		links += len(d.Links)
-		p.publish(t, d)
 	}
 	// Poison does not block the queue.
 	p.publishRaw(t, []byte("not json"))
@@ -119,6 +154,9 @@ func TestWorkerAdmitsEachURLOnce(t *testing.T) {
 	if tot.Pages != wantTot.Pages || tot.Links != wantTot.Links || tot.Admitted != wantTot.Admitted {
 		t.Errorf("totals %+v, want pages %d links %d admitted %d", tot, wantTot.Pages, wantTot.Links, wantTot.Admitted)
 	}
+	if tot.Republished != 0 {
+		t.Errorf("recorded %d publishes caught by JetStream's duplicate window, want 0", tot.Republished)
+	}
 	if tot.Links != tot.Admitted+tot.Duplicates+tot.RejectedTotal() {
 		t.Errorf("links %d ≠ admitted %d + duplicates %d + rejected %d", tot.Links, tot.Admitted, tot.Duplicates, tot.RejectedTotal())
 	}
@@ -135,6 +173,7 @@ func TestWorkerAdmitsEachURLOnce(t *testing.T) {
 	if st1.Totals.Pages+st2.Totals.Pages != 201 {
 		t.Errorf("workers processed %d and %d pages, want 201 in all", st1.Totals.Pages, st2.Totals.Pages)
 	}
+	checkNoRepublish(t, w1, w2)
 	t.Logf("the workers processed %d and %d pages", st1.Totals.Pages, st2.Totals.Pages)
 }
 
@@ -186,10 +225,15 @@ func TestWorkerGracefulStopFinishesBatches(t *testing.T) {
 	if info.NumPending == 0 {
 		t.Logf("the worker finished everything before it was stopped; the test proves less")
 	}
-	// A second worker finishes the rest: still each URL once.
-	runWorker(t, newWorker(t, p, filter, nil, frontier.WorkerOptions{}))
+	// A second worker finishes the rest: still each URL once. It takes one
+	// batch at a time: pages 100 apart link to the same URLs, and two
+	// concurrent batches holding one new URL would both publish it (a race
+	// the duplicate window absorbs, which checkNoRepublish would flag).
+	w2 := newWorker(t, p, filter, nil, frontier.WorkerOptions{Concurrency: 1})
+	runWorker(t, w2)
 	p.waitDrained(t, 30*time.Second)
 	checkOnce(t, p, p.take(t, 0), want)
+	checkNoRepublish(t, w, w2)
 }
 
 func TestWorkerBackpressure(t *testing.T) {
@@ -237,6 +281,7 @@ func TestWorkerBackpressure(t *testing.T) {
 	if !w.Status().Dependencies[frontier.DepFrontier].Up {
 		t.Errorf("frontier still reported full after it was drained")
 	}
+	checkNoRepublish(t, w)
 }
 
 func TestWorkerRidesOutNATSRestart(t *testing.T) {
@@ -336,6 +381,7 @@ func TestHostPartitionOfIPv6AndPorts(t *testing.T) {
 			t.Errorf("%s on %s, want %s", m.entry.URL, m.subject, want)
 		}
 	}
+	checkNoRepublish(t, w)
 }
 
 // TestWorkerRechecksStaleVerdicts: a worker held back by a full frontier for
@@ -385,4 +431,5 @@ func TestWorkerRechecksStaleVerdicts(t *testing.T) {
 	if strings.Join(urls, " ") != "https://filler.example/ https://y.example/" {
 		t.Errorf("frontier held %v, want the filler and y.example only", urls)
 	}
+	checkNoRepublish(t, w)
 }

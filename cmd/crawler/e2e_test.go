@@ -196,7 +196,10 @@ func siteRequests(sites ...*testsite.Site) (pages, robots int64) {
 
 // checkAccounting asserts that the runs' counts add up: every admitted URL
 // was handled once (fetched, refused by robots.txt, or skipped), every
-// response was counted, every link published reached dedup.
+// response was counted, every link and page message published reached
+// dedup. Every run must leave the discovered stream empty, and the frontier
+// too unless it stopped at its page limit (the URLs it left are the next
+// run's work); the last run must leave nothing.
 func checkAccounting(t *testing.T, sums []runSummary, seeds int64, sites ...*testsite.Site) {
 	t.Helper()
 	var fetched, retried, robots, skipped, admitted, links, dedupLinks, dedupPages, published, dups, rejected int64
@@ -215,9 +218,15 @@ func checkAccounting(t *testing.T, sums []runSummary, seeds int64, sites ...*tes
 			dups += s.Dedup.Totals.Duplicates
 			rejected += s.Dedup.Totals.RejectedTotal()
 		}
-		if s.Left == nil || s.Left.Frontier != 0 || s.Left.Discovered != 0 {
+		switch {
+		case s.Left == nil:
+			t.Errorf("run ended (%s) without reporting the messages left", s.End)
+		case s.Left.Discovered != 0 || (s.Left.Frontier != 0 && s.End != "max pages reached"):
 			t.Errorf("run ended (%s) with messages left: %+v", s.End, s.Left)
 		}
+	}
+	if last := sums[len(sums)-1]; last.Left != nil && last.Left.Frontier != 0 {
+		t.Errorf("the last run left %d URLs on the frontier, unfetched", last.Left.Frontier)
 	}
 	served, _ := siteRequests(sites...)
 	if fetched != served {
@@ -233,16 +242,21 @@ func checkAccounting(t *testing.T, sums []runSummary, seeds int64, sites ...*tes
 	if dedupLinks != admitted+dups+rejected {
 		t.Errorf("dedup: %d links ≠ %d admitted + %d duplicates + %d rejected", dedupLinks, admitted, dups, rejected)
 	}
-	t.Logf("runs: fetched %d (retries %d), admitted %d, links %d, duplicates dropped %d, rejected %d, robots refusals %d",
-		fetched, retried, admitted, dedupLinks, dups, rejected, robots)
-	_ = dedupPages
-	_ = published
+	// Dedup processed the crawlers' page messages and the seed messages:
+	// at least one, and at most one per seed.
+	if seedMsgs := dedupPages - published; seedMsgs < min(1, seeds) || seedMsgs > seeds {
+		t.Errorf("dedup processed %d page messages, crawlers published %d: %d left for %d seeds",
+			dedupPages, published, seedMsgs, seeds)
+	}
+	t.Logf("runs: fetched %d (retries %d), admitted %d, links %d in %d messages, duplicates dropped %d, rejected %d, robots refusals %d",
+		fetched, retried, admitted, dedupLinks, dedupPages, dups, rejected, robots)
 }
 
 // TestEmbeddedRun runs `crawler run --embedded` twice over one data
 // directory: the first run stops at a page limit, the second continues
 // where it stopped. Together they fetch every in-scope, allowed page of the
-// site exactly once.
+// site exactly once. A third run, given the seed again, finds it seen and
+// has nothing to do.
 func TestEmbeddedRun(t *testing.T) {
 	bin := crawlerBinary(t)
 	site := startSite(t, testsite.Options{Pages: 200})
@@ -266,16 +280,29 @@ func TestEmbeddedRun(t *testing.T) {
 	if second.End != "frontier empty" {
 		t.Fatalf("second run ended %q, want frontier empty", second.End)
 	}
-	if second.Dedup == nil || second.Dedup.Totals.Duplicates == 0 {
-		t.Errorf("second run: the seed again must be a duplicate; dedup %+v", second.Dedup)
+	// The first run stopped at its page limit with URLs on the frontier:
+	// the second run's work.
+	if first.Left == nil || first.Left.Frontier == 0 {
+		t.Errorf("first run: stopped at its page limit with nothing left on the frontier (%+v)", first.Left)
 	}
 	checkPlan(t, site, maxDepth, 2, 2)
-	// The first run left its unfinished messages for the second: its
-	// dedup counts cover only what it admitted, so count over both.
-	first.Left = &crawl.Depth{} // it stopped early on purpose
-	checkAccounting(t, []runSummary{first, second}, 2, site)
+
+	// The seed once more, on a finished crawl: one link in, that link a
+	// duplicate, nothing admitted or fetched.
+	third := runCrawler(t, ctx, bin, args...)
+	if third.End != "frontier empty" {
+		t.Errorf("third run ended %q, want frontier empty", third.End)
+	}
+	if third.Dedup == nil {
+		t.Fatal("third run: no dedup counts")
+	}
+	if d := third.Dedup.Totals; d.Pages != 1 || d.Links != 1 || d.Duplicates != 1 || d.Admitted != 0 || third.Crawler.Fetched != 0 {
+		t.Errorf("third run: %d messages, %d links, %d duplicates, %d admitted, %d fetched; want the seed alone, a duplicate, nothing fetched",
+			d.Pages, d.Links, d.Duplicates, d.Admitted, third.Crawler.Fetched)
+	}
+	checkAccounting(t, []runSummary{first, second, third}, 3, site)
 	_, robots := siteRequests(site)
 	if robots != 2 {
-		t.Errorf("robots.txt fetched %d times over 2 runs, want 2 (cached within a run)", robots)
+		t.Errorf("robots.txt fetched %d times over 3 runs, want 2 (cached within a run, none in the run that fetched nothing)", robots)
 	}
 }

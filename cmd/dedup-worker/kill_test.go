@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -76,6 +78,33 @@ func (p *proc) term(timeout time.Duration) error {
 	}
 }
 
+// streamEmpty reports whether the discovered stream holds no message: with
+// work-queue retention, every message was acknowledged or terminated. The
+// consumer's pending count, which drained reads, is updated asynchronously
+// and can read 0 just after a publish.
+func (h *harness) streamEmpty(tb testing.TB) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := h.js.Stream(ctx, h.topo.DiscoveredStream())
+	if err != nil {
+		return false
+	}
+	info, err := s.Info(ctx)
+	return err == nil && info.State.Msgs == 0
+}
+
+// respell writes the canonical URL u in one of several raw spellings.
+func respell(u string, v int) string {
+	switch v % 3 {
+	case 0:
+		return strings.Replace(u, "https://", "HTTPS://", 1)
+	case 1:
+		return u + "#again"
+	default:
+		return u + "?utm_source=again"
+	}
+}
+
 func tailFile(path string, n int) string {
 	data, _ := os.ReadFile(path)
 	s := string(data)
@@ -90,6 +119,12 @@ func tailFile(path string, n int) string {
 // moments and restarts them, and then checks that every unique admissible
 // URL is on the frontier exactly once, allowing only the filter's false
 // positives, which it counts against a binomial bound.
+//
+// The frontier's duplicate window is short (8 s), and a second phase, after
+// it has passed, links every URL again while a worker is killed once more:
+// JetStream no longer remembers any message ID, so only the filter can stop
+// those links. Without that phase the window, longer than the run, hid a
+// filter that held nothing.
 func TestKillWorkersLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
@@ -104,6 +139,7 @@ func TestKillWorkersLosesNothing(t *testing.T) {
 		perHost  = 500 // a universe of 20,000 URLs
 		fpp      = 1e-7
 		capacity = 50_000
+		window   = 8 * time.Second // ≥ 2 × AckWait (2 s), as config requires
 	)
 	env := []string{
 		"SIEVE_NATS_URL=" + h.nats.URL(),
@@ -113,7 +149,7 @@ func TestKillWorkersLosesNothing(t *testing.T) {
 		fmt.Sprintf("SIEVE_FILTER_FPP=%g", fpp),
 		"SIEVE_FILTER_SHARDS=4",
 		"SIEVE_FRONTIER_ACK_WAIT=2s",
-		"SIEVE_FRONTIER_DUPLICATE_WINDOW=2m",
+		"SIEVE_FRONTIER_DUPLICATE_WINDOW=" + window.String(),
 		"SIEVE_WORKER_BATCH=16",
 		"SIEVE_WORKER_CONCURRENCY=2",
 		"SIEVE_WORKER_FETCH_WAIT=50ms",
@@ -208,7 +244,43 @@ func TestKillWorkersLosesNothing(t *testing.T) {
 	}
 	wg.Wait()
 
-	waitFor(t, 45*time.Second, "every discovered message to be acknowledged", func() bool { return h.drained(t) })
+	waitFor(t, 45*time.Second, "every discovered message to be acknowledged", func() bool { return h.drained(t) && h.streamEmpty(t) })
+
+	// Phase 2, past the duplicate window: every URL again, in other
+	// spellings, on new pages. The filter holds them all (or reports them
+	// by a false positive): nothing may be admitted or republished.
+	rdb := h.redis.Client()
+	shared := stats.NewRedis(rdb, "sieve")
+	time.Sleep(window + time.Second) // the window is measured in time: nothing to poll
+	before, err := shared.Snapshot(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []string
+	for u := range want {
+		again = append(again, u)
+	}
+	sort.Strings(again)
+	log0 := filepath.Join(logs, "worker0.log")
+	running := strings.Count(tailFile(log0, 1<<30), "worker running")
+	for i := 0; i*100 < len(again); i++ {
+		d := frontier.Discovered{Crawl: "kill", URL: fmt.Sprintf("https://h0.example/again/%d", i), Depth: 2}
+		for j, u := range again[i*100 : min(len(again), (i+1)*100)] {
+			d.Links = append(d.Links, respell(u, i+j))
+		}
+		h.publish(t, d)
+		if i == len(again)/200 { // halfway: one more crash
+			procs[0].kill()
+			kills++
+			start(0)
+		}
+	}
+	waitFor(t, 45*time.Second, "the second phase to be acknowledged", func() bool { return h.drained(t) && h.streamEmpty(t) })
+	// The restarted worker must be up before SIGTERM, or the signal ends
+	// it before it can handle it.
+	waitFor(t, 30*time.Second, "the restarted worker to run", func() bool {
+		return strings.Count(tailFile(log0, 1<<30), "worker running") > running
+	})
 
 	// SIGTERM: each worker finishes its batch and exits 0.
 	for i, p := range procs {
@@ -236,7 +308,6 @@ func TestKillWorkersLosesNothing(t *testing.T) {
 
 	// Missing URLs are allowed only as the filter's false positives: in
 	// the filter (so once reported seen), never on the frontier.
-	rdb := h.redis.Client()
 	canon, _ := normalize.New(normalize.Options{})
 	filter, err := dedup.OpenRedisBloom(context.Background(), rdb, "sieve:seen", dedup.RedisBloomOptions{
 		InitialCapacity: capacity, TargetFPP: fpp, Factor: 2, Tightening: 0.8, Shards: 4, Policy: canon.Version(),
@@ -273,9 +344,18 @@ func TestKillWorkersLosesNothing(t *testing.T) {
 			falsePositives, bound, len(want), fpp)
 	}
 
-	snap, _ := stats.NewRedis(rdb, "sieve").Snapshot(context.Background(), 0)
+	snap, err := shared.Snapshot(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := snap.Totals.Admitted - before.Totals.Admitted; n != 0 {
+		t.Errorf("past the duplicate window, %d URLs admitted again", n)
+	}
+	if n := snap.Totals.Republished - before.Totals.Republished; n != 0 {
+		t.Errorf("past the duplicate window, %d publishes caught by JetStream's window, want 0", n)
+	}
 	t.Logf("%d pages, %d links, %d unique URLs; %d worker starts, %d SIGKILLs; frontier: %d URLs, %d duplicates, "+
-		"%d missing as false positives (bound %d); counters: admitted %d, republished (window hits) %d",
+		"%d missing as false positives (bound %d); counters: admitted %d, republished (window hits, all during the kills) %d",
 		pages, links, len(want), starts, kills, len(got), dups, falsePositives, bound,
 		snap.Totals.Admitted, snap.Totals.Republished)
 	if kills < 10 {
