@@ -12,7 +12,9 @@
 //     "disallow for now" (the page is retried later), Crawl-delay obeyed up
 //     to a bound;
 //   - per host, at most HostParallel requests run at once and their starts
-//     are HostDelay apart (defaults: one at a time, one second apart);
+//     are HostDelay apart (defaults: one at a time, one second apart;
+//     FetcherOptions.Hosts sets other values for named hosts, such as a
+//     site one owns);
 //     Retry-After of a 429 or 503 pushes the host's next request back;
 //   - no connection goes to a loopback, private, link-local (cloud metadata),
 //     shared, multicast or reserved address: the check runs in the dialer,

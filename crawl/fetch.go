@@ -48,6 +48,21 @@ type FetcherOptions struct {
 	// may be fetched although they are loopback, private, link-local or
 	// otherwise forbidden (see Forbidden). Fetcher.AllowHost adds more.
 	AllowAddresses []string
+	// Hosts overrides the politeness toward some hosts, keyed by host as in
+	// URLs, with the port if not the scheme's ("localhost:8080"); every
+	// other host gets HostParallel and HostDelay. Meant for sites one owns,
+	// such as the demo's.
+	Hosts map[string]HostPolicy
+}
+
+// HostPolicy is the politeness toward one host. Zero fields mean the
+// general setting.
+type HostPolicy struct {
+	Parallel int           // requests in flight at once
+	Delay    time.Duration // between the starts of two requests; negative for none
+	// RetryBackoff is the wait before the first retry of a URL of the host
+	// (used by Crawler; see Options.RetryBackoff).
+	RetryBackoff time.Duration
 }
 
 func (o FetcherOptions) withDefaults() FetcherOptions {
@@ -63,12 +78,16 @@ func (o FetcherOptions) withDefaults() FetcherOptions {
 	if o.HostParallel <= 0 {
 		o.HostParallel = 1
 	}
-	switch {
-	case o.HostDelay == 0:
-		o.HostDelay = time.Second
-	case o.HostDelay < 0:
-		o.HostDelay = 0
+	o.HostDelay = delayOrDefault(o.HostDelay, time.Second)
+	hosts := make(map[string]HostPolicy, len(o.Hosts))
+	for h, p := range o.Hosts {
+		if p.Parallel <= 0 {
+			p.Parallel = o.HostParallel
+		}
+		p.Delay = delayOrDefault(p.Delay, o.HostDelay)
+		hosts[strings.ToLower(h)] = p
 	}
+	o.Hosts = hosts
 	if o.MaxParallel <= 0 {
 		o.MaxParallel = 64
 	}
@@ -177,6 +196,26 @@ const fetchIDHeader = "X-Sieve-Fetch-Id"
 
 const resultKey = "sieve.result"
 
+// maxParallel is the most requests in flight to any one host.
+func maxParallel(o FetcherOptions) int {
+	n := o.HostParallel
+	for _, p := range o.Hosts {
+		n = max(n, p.Parallel)
+	}
+	return n
+}
+
+// delayOrDefault maps a delay setting to the delay: 0 is def, negative none.
+func delayOrDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
 // NewFetcher returns a Fetcher configured by opts.
 func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 	opts = opts.withDefaults()
@@ -184,14 +223,14 @@ func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fetcher{opts: opts, guard: g, hosts: newHostGate(opts.HostParallel, opts.HostDelay), parallel: make(chan struct{}, opts.MaxParallel)}
+	f := &Fetcher{opts: opts, guard: g, hosts: newHostGate(opts.HostParallel, opts.HostDelay, opts.Hosts), parallel: make(chan struct{}, opts.MaxParallel)}
 	dialer := &net.Dialer{Timeout: min(opts.RequestTimeout, 10*time.Second), KeepAlive: 30 * time.Second}
 	f.transport = &http.Transport{
 		Proxy:                 nil, // never from the environment
 		DialContext:           g.dialContext(dialer),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   opts.HostParallel,
+		MaxIdleConnsPerHost:   maxParallel(opts),
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: opts.RequestTimeout,
@@ -252,6 +291,17 @@ func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 	})
 	f.collector = c
 	return f, nil
+}
+
+// policy returns the politeness given to the host of rawURL in
+// FetcherOptions.Hosts, if any.
+func (f *Fetcher) policy(rawURL string) (HostPolicy, bool) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return HostPolicy{}, false
+	}
+	p, ok := f.opts.Hosts[strings.ToLower(u.Host)]
+	return p, ok
 }
 
 // AllowHost lets the host of hostport (host or host:port) be fetched although

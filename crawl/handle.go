@@ -234,7 +234,11 @@ func (c *Crawler) failed(ctx context.Context, msg jetstream.Msg, entry frontier.
 			n = md.NumDelivered
 		}
 		if n <= uint64(o.MaxRetries) {
-			delay := min(o.RetryBackoff<<(n-1), o.MaxRetryDelay)
+			backoff := o.RetryBackoff
+			if p, ok := c.fetcher.policy(entry.URL); ok && p.RetryBackoff > 0 {
+				backoff = p.RetryBackoff
+			}
+			delay := min(backoff<<(n-1), o.MaxRetryDelay)
 			delay = max(delay, min(fe.RetryAfter, o.MaxRetryDelay))
 			c.stats.retry(entry.Crawl, fe.Reason)
 			o.Logger.Debug("retrying later", "url", entry.URL, "reason", fe.Reason, "try", n, "delay", delay)

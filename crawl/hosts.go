@@ -13,6 +13,7 @@ import (
 type hostGate struct {
 	perHost int
 	delay   time.Duration
+	special map[string]HostPolicy // hosts with their own Parallel and Delay
 
 	mu        sync.Mutex
 	hosts     map[string]*hostSlot
@@ -20,13 +21,14 @@ type hostGate struct {
 }
 
 type hostSlot struct {
+	delay time.Duration
 	sem   chan struct{} // one token per request in flight
 	users int           // holders and waiters, guarded by hostGate.mu
 	next  time.Time     // earliest start of the next request, guarded by hostGate.mu
 }
 
-func newHostGate(perHost int, delay time.Duration) *hostGate {
-	return &hostGate{perHost: max(perHost, 1), delay: delay, hosts: map[string]*hostSlot{}}
+func newHostGate(perHost int, delay time.Duration, special map[string]HostPolicy) *hostGate {
+	return &hostGate{perHost: max(perHost, 1), delay: delay, special: special, hosts: map[string]*hostSlot{}}
 }
 
 // acquire waits for a request slot for host and for the host's delay to pass.
@@ -38,7 +40,10 @@ func (g *hostGate) acquire(ctx context.Context, host string) (release func(pause
 	g.sweepLocked()
 	s := g.hosts[host]
 	if s == nil {
-		s = &hostSlot{sem: make(chan struct{}, g.perHost)}
+		s = &hostSlot{sem: make(chan struct{}, g.perHost), delay: g.delay}
+		if p, ok := g.special[host]; ok {
+			s.sem, s.delay = make(chan struct{}, max(p.Parallel, 1)), p.Delay
+		}
 		g.hosts[host] = s
 	}
 	s.users++
@@ -65,7 +70,7 @@ func (g *hostGate) acquire(ctx context.Context, host string) (release func(pause
 		now := time.Now()
 		wait := s.next.Sub(now)
 		if wait <= 0 {
-			s.next = now.Add(g.delay)
+			s.next = now.Add(s.delay)
 			g.mu.Unlock()
 			break
 		}

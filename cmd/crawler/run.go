@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,7 @@ func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
 // embedded.
 func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io.Writer) error {
 	logger := newLogger(s, stderr)
+	var own map[string]crawl.HostPolicy // hosts we need not be gentle with
 	if s.Demo {
 		site, err := testsite.New(testsite.Options{Pages: 300})
 		if err != nil {
@@ -50,11 +52,29 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		}
 		defer site.Close()
 		s.Seed = append(s.Seed, site.URL)
-		// The demo site is our own, on loopback: no need to be gentle.
-		s.Crawl.HostDelay = 0
-		s.Crawl.HostParallel = max(s.Crawl.HostParallel, 8)
-		s.Crawl.RetryBackoff = min(s.Crawl.RetryBackoff, 500*time.Millisecond)
-		fmt.Fprintf(stderr, "demo site: %s (300 pages, and the traps real sites set)\n", site.URL)
+		if s.Crawl.ID == defaultSettings().Crawl.ID {
+			s.Crawl.ID = "demo"
+		}
+		where := ""
+		if s.Embedded {
+			// The site's address changes with every run: its data is of
+			// no use afterwards, and must not mix with a real crawl's.
+			dir, err := os.MkdirTemp("", "sieve-demo-")
+			if err != nil {
+				return fmt.Errorf("demo data dir: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			s.DataDir, s.Filter.Snapshot = dir, ""
+			where = ", data in a temporary directory removed at the end"
+		}
+		// The demo site is our own, on loopback: no need to be gentle with
+		// it. Every other host gets the configured politeness.
+		own = map[string]crawl.HostPolicy{site.Host(): {
+			Parallel:     max(s.Crawl.HostParallel, 8),
+			Delay:        -1,
+			RetryBackoff: min(s.Crawl.RetryBackoff, 500*time.Millisecond),
+		}}
+		fmt.Fprintf(stderr, "demo site: %s (300 pages, and the traps real sites set); crawl %q%s\n", site.URL, s.Crawl.ID, where)
 	}
 	if s.Embedded && s.IdleExit == 0 {
 		s.IdleExit = 3 * time.Second
@@ -82,6 +102,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		}
 	}
 	opts := s.crawlOptions()
+	opts.Fetcher.Hosts = own
 	canon, err := s.Normalize.Normalizer()
 	if err != nil {
 		return fmt.Errorf("normalizer: %w", err)
