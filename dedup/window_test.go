@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -166,12 +167,15 @@ func redisGenerations(tb testing.TB, client redis.UniversalClient, name string) 
 	tb.Helper()
 	ctx := context.Background()
 	found := map[int64]bool{}
+	var mu sync.Mutex // ForEachMaster scans the masters at once
 	prefix := name + ":gen:"
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, "*", 1000).Iterator()
 		for it.Next(ctx) {
 			if e, ok := generationOfKey(it.Val(), prefix); ok {
+				mu.Lock()
 				found[e] = true
+				mu.Unlock()
 			}
 		}
 		return it.Err()
@@ -551,5 +555,85 @@ func TestWindowOptionsInvalid(t *testing.T) {
 		if _, err := NewBloomWindow(w, ScalableOptions{}); !errors.Is(err, ErrInvalidParams) {
 			t.Errorf("NewBloomWindow(%+v) = %v, want ErrInvalidParams", w, err)
 		}
+	}
+}
+
+// TestWindowConcurrentNewOnce races callers adding the same keys: goroutines
+// sharing one in-memory window, and separate windows (as separate processes
+// would open) on one Redis name, single and cluster. Each key is new to
+// exactly one caller, or to none when it is a false positive.
+func TestWindowConcurrentNewOnce(t *testing.T) {
+	clock := newFakeClock(windowStart.Add(time.Minute))
+	opts := WindowOptions{After: time.Hour, Clock: clock}
+	keys := testKeys("race", 4000)
+	for _, k := range allWindowKinds(t) {
+		t.Run(k.name, func(t *testing.T) {
+			name := strings.ReplaceAll("race-"+k.name, "/", "-")
+			var windows []*Window
+			if k.redis == nil {
+				windows = repeat(k.open(t, name, opts, 2000, 0.001), 8)
+			} else {
+				for range 4 {
+					windows = append(windows, k.open(t, name, opts, 2000, 0.001))
+				}
+			}
+			counts := raceNewOnce(t, windows, keys, 250, 7, nil)
+			checkNewOnce(t, keys, counts, binomialCount(len(keys), 0.001))
+		})
+	}
+}
+
+// binomialCount is binomialCountUpper as a whole count.
+func binomialCount(n int, p float64) int { return int(binomialCountUpper(n, p)) }
+
+// TestWindowRotatesUnderLoad advances the clock through many periods while
+// goroutines add and look up keys: no call fails (a generation is never
+// closed under a call using it) and the window ends with at most g+1
+// generations.
+func TestWindowRotatesUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	const D, g = time.Hour, 4
+	for _, k := range memoryWindowKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			clock := newFakeClock(windowStart)
+			w := k.open(t, "", WindowOptions{After: D, Granularity: g, Clock: clock}, 1000, 0.01)
+			var wg sync.WaitGroup
+			done := make(chan struct{})
+			for i := range 4 {
+				wg.Go(func() {
+					for n := 0; ; n++ {
+						select {
+						case <-done:
+							return
+						default:
+						}
+						keys := cuckooKeys(fmt.Sprintf("load%d-%d", i, n), 0, 50)
+						if _, err := w.TestAndAdd(ctx, keys); err != nil {
+							t.Error(err)
+							return
+						}
+						if _, err := w.Contains(ctx, keys); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			for p := range 30 {
+				clock.set(windowStart.Add(time.Duration(p) * D / g))
+				if _, err := w.TestAndAdd(ctx, testKeys(fmt.Sprintf("tick%d", p), 10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(done)
+			wg.Wait()
+			gens, err := w.Generations(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gens) > g+1 {
+				t.Errorf("%d generations live, want at most %d", len(gens), g+1)
+			}
+		})
 	}
 }
