@@ -150,9 +150,12 @@ func (s *Server) waitReady() error {
 	}
 }
 
-// Client returns a client for the server, closed when the test ends.
+// Client returns a client for the server, closed when the test ends. Its
+// read timeout is long (30s): go-redis retries a command whose reply timed
+// out, and a retried script is not the call the test made (a loaded machine
+// can take longer than go-redis's 3s default over a large batch).
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: 30 * time.Second})
 	s.tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
