@@ -428,3 +428,30 @@ func TestNormalizeSettings(t *testing.T) {
 		t.Errorf("Validate() with a negative max length = %v, want a normalize field error", err)
 	}
 }
+
+// TestLoaderSkip checks that the sections of another program are passed
+// over while a typo still is an error (issue 10 item 6: one file could not
+// serve both programs).
+func TestLoaderSkip(t *testing.T) {
+	tests := []struct {
+		name, file, wantErr string
+	}{
+		{"other program's sections", "crawl:\n  id: x\n  nonsense: 1\nseed: [a]\nworker:\n  batch: 3\n", ""},
+		{"typo at the top", "crawll:\n  id: x\n", "crawll"},
+		{"typo in a shared section", "crawl:\n  id: x\nfilter:\n  capcity: 3\n", "filter.capcity"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			l := config.NewLoader(flag.NewFlagSet("x", flag.ContinueOnError), &cfg)
+			l.Skip(config.CrawlerKeys()...)
+			err := l.LoadYAML("f.yaml", []byte(tt.file))
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("LoadYAML: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("LoadYAML: %v, want an error naming %s", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -59,6 +59,7 @@ func invalid(field, format string, args ...any) *FieldError {
 // then Load.
 type Loader struct {
 	target any
+	skip   map[string]bool // top-level YAML keys of another program
 	fields []*field
 	file   *string
 	flags  map[string]string // flag name → raw value, in the order given
@@ -310,6 +311,25 @@ func (l *Loader) Load(lookupEnv func(string) (string, bool)) error {
 	return errors.Join(errs...)
 }
 
+// Skip passes over the YAML file's top-level keys named, and everything
+// under them: they are another program's settings, so one file can hold
+// the settings of both (see CrawlerKeys). Any other unknown key is still an
+// error.
+func (l *Loader) Skip(keys ...string) {
+	if l.skip == nil {
+		l.skip = map[string]bool{}
+	}
+	for _, k := range keys {
+		l.skip[k] = true
+	}
+}
+
+// CrawlerKeys returns the top-level YAML keys only the crawler reads; the
+// dedup worker skips them.
+func CrawlerKeys() []string {
+	return []string{"crawl", "data_dir", "demo", "embedded", "idle_exit", "progress", "seed"}
+}
+
 // LoadYAML applies a YAML document to the target, as Load does with the
 // config file; name is used in errors.
 func (l *Loader) LoadYAML(name string, data []byte) error { return l.loadYAML(name, data) }
@@ -350,6 +370,9 @@ func (l *Loader) loadYAML(name string, data []byte) error {
 				if err := setNode(f, val); err != nil {
 					errs = append(errs, &FieldError{Field: path, Source: src, Err: err})
 				}
+				continue
+			}
+			if prefix == "" && l.skip[key.Value] {
 				continue
 			}
 			if sections[path] {

@@ -275,3 +275,37 @@ func TestExternalCrawlerKilled(t *testing.T) {
 		t.Errorf("heir ended %q with %+v left", sum.End, sum.Left)
 	}
 }
+
+// TestExternalSummaryIsThisRuns runs two crawls one after the other on one
+// deployment: the second run's summary names its own crawl and counts only
+// the dedup work done during it (issue 10 item 6: it showed the all-time
+// totals of every crawl under the configured crawl id).
+func TestExternalSummaryIsThisRuns(t *testing.T) {
+	crawler := crawlerBinary(t)
+	siteA := startSite(t, testsite.Options{Pages: 40})
+	siteB := startSite(t, testsite.Options{Pages: 10, Addr: "127.0.0.2"})
+	d := startDeployment(t, 1, 2)
+	var sums []runSummary
+	for i, c := range []struct{ id, seed string }{{"one", siteA.URL}, {"two", siteB.URL}} {
+		flags := append([]string{"run", "--json", "--idle-exit", "2s", "--crawl-id", c.id, "--seed", c.seed}, testRunFlags(4)...)
+		p := startProc(t, fmt.Sprintf("crawler-%d", i), crawler, flags, d.env)
+		p.wait(t, 60*time.Second)
+		sums = append(sums, p.summary(t))
+	}
+	d.stop(t)
+	first, second := sums[0], sums[1]
+	if first.Dedup == nil || second.Dedup == nil {
+		t.Fatalf("summaries without dedup counts: %+v, %+v", first.Dedup, second.Dedup)
+	}
+	// The dedup side counts every page message published, plus the seed
+	// message; the first run's are not the second's.
+	if got, own := second.Dedup.Totals.Pages, second.Crawler.Published+1; got > own {
+		t.Errorf("second run: dedup counted %d page messages, its crawler published %d (+1 seed): the first run's %d are in it",
+			got, second.Crawler.Published, first.Crawler.Published)
+	}
+	var out bytes.Buffer
+	second.print(&out, "default")
+	if !strings.Contains(out.String(), `Sieve crawl "two":`) {
+		t.Errorf("second run's summary does not name crawl \"two\":\n%s", out.String())
+	}
+}

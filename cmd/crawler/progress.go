@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -28,15 +29,16 @@ type progress struct {
 	c     *crawl.Crawler
 	p     *backend
 	topo  frontier.Topology
+	base  *stats.Snapshot // the dedup counts when the run began
 	start time.Time
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-func newProgress(mode string, w io.Writer, c *crawl.Crawler, p *backend, topo frontier.Topology) *progress {
+func newProgress(mode string, w io.Writer, c *crawl.Crawler, p *backend, topo frontier.Topology, base *stats.Snapshot) *progress {
 	tty := isTerminal(w)
-	return &progress{w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo}
+	return &progress{w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo, base: base}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -104,7 +106,7 @@ func (pr *progress) line(ctx context.Context, st crawl.Stats, rate float64) stri
 	dups := "n/a"
 	if pr.p.dedup != nil {
 		if snap, err := pr.p.dedup(qctx, 0); err == nil {
-			dups = count(snap.Totals.Duplicates)
+			dups = count(since(snap, pr.base).Totals.Duplicates)
 		}
 	}
 	return fmt.Sprintf("fetched %s (%.1f/s) · queue %s · duplicates dropped %s · failed %s · in flight %d",
@@ -135,12 +137,13 @@ type runSummary struct {
 	Snapshot *pipeline.SnapshotStatus `json:"snapshot,omitempty"`
 }
 
-func summarize(ctx context.Context, c *crawl.Crawler, p *backend, topo frontier.Topology, elapsed time.Duration, end string) runSummary {
+func summarize(ctx context.Context, c *crawl.Crawler, p *backend, topo frontier.Topology, elapsed time.Duration, end string, base *stats.Snapshot) runSummary {
 	sum := runSummary{End: end, Seconds: elapsed.Seconds(), Crawler: c.Stats()}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if p.dedup != nil {
 		if snap, err := p.dedup(qctx, 5); err == nil {
+			snap = since(snap, base)
 			sum.Dedup = &snap
 		}
 	}
@@ -158,13 +161,63 @@ func summarize(ctx context.Context, c *crawl.Crawler, p *backend, topo frontier.
 	return sum
 }
 
+// since returns the counts snap gained after base (nil: all of them). The
+// top hosts, which cannot be subtracted, are left out then.
+func since(snap stats.Snapshot, base *stats.Snapshot) stats.Snapshot {
+	if base == nil {
+		return snap
+	}
+	t, b := snap.Totals, base.Totals
+	t.Pages -= b.Pages
+	t.Links -= b.Links
+	t.Admitted -= b.Admitted
+	t.Duplicates -= b.Duplicates
+	t.Republished -= b.Republished
+	t.Imported -= b.Imported
+	t.ImportedSeen -= b.ImportedSeen
+	t.Rejected = subCounts(t.Rejected, b.Rejected)
+	t.Poison = subCounts(t.Poison, b.Poison)
+	snap.Totals, snap.Since = t, base.Updated
+	snap.TopHosts, snap.HostCount = nil, 0
+	return snap
+}
+
+func subCounts(a, b map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, n := range a {
+		if d := n - b[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// crawlNames names the crawls a run fetched for, or the configured one.
+func (sum runSummary) crawlNames(crawlID string) string {
+	ids := slices.Sorted(maps.Keys(sum.Crawler.Crawls))
+	if len(ids) == 0 {
+		ids = []string{crawlID}
+	}
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = strconv.Quote(id)
+	}
+	if len(q) == 1 {
+		return "crawl " + q[0]
+	}
+	return "crawls " + strings.Join(q, ", ")
+}
+
 func (sum runSummary) print(w io.Writer, crawlID string) {
 	st := sum.Crawler
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(label string, n int64, note string) {
 		fmt.Fprintf(tw, "%s\t%s\t  %s\n", label, count(n), note)
 	}
-	fmt.Fprintf(w, "\nSieve crawl %q: %s after %.1fs\n\n", crawlID, sum.End, sum.Seconds)
+	fmt.Fprintf(w, "\nSieve %s: %s after %.1fs\n\n", sum.crawlNames(crawlID), sum.End, sum.Seconds)
 	row("fetched", st.Fetched, fmt.Sprintf("%.1f/s", float64(st.Fetched)/max(sum.Seconds, 1e-9)))
 	row("HTML pages", st.Pages, "")
 	row("other files", st.Files, "not parsed")
@@ -176,7 +229,7 @@ func (sum runSummary) print(w io.Writer, crawlID string) {
 	row("links dropped", crawl.Sum(st.Dropped), breakdown(st.Dropped))
 	if sum.Dedup != nil {
 		t := sum.Dedup.Totals
-		row("dedup: links in", t.Links, fmt.Sprintf("from %s pages", count(t.Pages)))
+		row("dedup: links in", t.Links, fmt.Sprintf("from %s pages, during this run (every crawler and crawl on the pipeline)", count(t.Pages)))
 		row("admitted", t.Admitted, "new URLs put on the frontier")
 		row("duplicates dropped", t.Duplicates, "")
 		row("rejected", t.RejectedTotal(), breakdown(t.Rejected))

@@ -93,6 +93,16 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	defer p.close()
 
 	topo := s.Frontier.Topology()
+	// The dedup counts are shared by every run and crawl: the summary
+	// shows what they gained during this run.
+	var base *stats.Snapshot
+	if p.dedup != nil {
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if snap, err := p.dedup(bctx, 0); err == nil {
+			base = &snap
+		}
+		cancel()
+	}
 	if len(s.Seed) > 0 {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := crawl.Seed(sctx, p.js, topo, s.Crawl.ID, s.Seed)
@@ -117,7 +127,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	defer c.Close()
 
 	start := time.Now()
-	prog := newProgress(s.Progress, stderr, c, p, topo)
+	prog := newProgress(s.Progress, stderr, c, p, topo, base)
 	prog.begin(ctx)
 	err = c.Run(ctx)
 	prog.end()
@@ -140,7 +150,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		p.drain(ctx, topo, 30*time.Second)
 		stopErr = p.stopWorker()
 	}
-	sum := summarize(ctx, c, p, topo, elapsed, end)
+	sum := summarize(ctx, c, p, topo, elapsed, end, base)
 	if jsonOut {
 		err = json.NewEncoder(stdout).Encode(sum)
 	} else {

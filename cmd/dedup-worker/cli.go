@@ -72,15 +72,20 @@ func cli(ctx context.Context, args []string, e env) int {
 		}
 		cfg := config.Default()
 		fs := flag.NewFlagSet("dedup-worker "+c.name, flag.ContinueOnError)
-		fs.SetOutput(e.stderr)
+		fs.SetOutput(io.Discard) // errors are printed below, help on request
 		if c.flags != nil {
 			c.flags(fs)
 		}
 		l := config.NewLoader(fs, &cfg)
+		l.Skip(config.CrawlerKeys()...) // a file shared with the crawler
+		fs.Usage = func() {}
 		if err := fs.Parse(args[1:]); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(e.stdout, "Usage: dedup-worker %s %s\n", c.name, c.args)
+				l.PrintSettings(e.stdout, fs)
 				return exitOK
 			}
+			fmt.Fprintf(e.stderr, "dedup-worker %s: %v\nRun 'dedup-worker %s --help' for every setting.\n", c.name, err, c.name)
 			return exitUsage
 		}
 		if err := l.Load(e.lookupEnv); err != nil {

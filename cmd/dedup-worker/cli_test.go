@@ -62,13 +62,21 @@ func TestCLIUsage(t *testing.T) {
 		wantCode  int
 		wantInOut string
 		wantInErr string
+		short     bool // stderr: the error and a line of help
 	}{
 		{name: "no command", wantCode: exitUsage, wantInErr: "Commands:"},
 		{name: "help", args: []string{"help"}, wantCode: exitOK, wantInOut: "import"},
 		{name: "unknown", args: []string{"frobnicate"}, wantCode: exitUsage, wantInErr: `unknown command "frobnicate"`},
-		{name: "command help", args: []string{"run", "--help"}, wantCode: exitOK, wantInErr: "SIEVE_FRONTIER_DUPLICATE_WINDOW"},
-		{name: "stats help has its flags", args: []string{"stats", "-h"}, wantCode: exitOK, wantInErr: "--json"},
-		{name: "bad flag", args: []string{"run", "--worker-batch", "x"}, wantCode: exitUsage, wantInErr: "worker-batch"},
+		{name: "command help", args: []string{"run", "--help"}, wantCode: exitOK, wantInOut: "SIEVE_FRONTIER_DUPLICATE_WINDOW"},
+		{name: "stats help has its flags", args: []string{"stats", "-h"}, wantCode: exitOK, wantInOut: "--json"},
+		{name: "bad flag", args: []string{"run", "--worker-batch", "x"}, wantCode: exitUsage, wantInErr: "worker-batch", short: true},
+		// Issue 10 item 6: a mistyped flag printed every setting.
+		{name: "mistyped flag", args: []string{"run", "--worker-bach", "5"}, wantCode: exitUsage,
+			wantInErr: "flag provided but not defined: -worker-bach\nRun 'dedup-worker run --help' for every setting.\n", short: true},
+		// Issue 10 item 6: a file holding the crawler's settings too is
+		// read, a typo in it still is an error.
+		{name: "config file shared with the crawler", args: []string{"normalize", "https://example.com/"},
+			env: map[string]string{"SIEVE_CONFIG": "../../config/testdata/shared.yaml"}, wantCode: exitOK, wantInOut: "https://example.com/"},
 		{name: "invalid config names the field", args: []string{"run"}, env: map[string]string{"SIEVE_FILTER_FPP": "2"},
 			wantCode: exitUsage, wantInErr: "filter.fpp"},
 		{name: "import needs a file", args: []string{"import"}, wantCode: exitUsage, wantInErr: "FILE"},
@@ -83,6 +91,9 @@ func TestCLIUsage(t *testing.T) {
 			}
 			if !strings.Contains(out, tt.wantInOut) {
 				t.Errorf("stdout lacks %q:\n%s", tt.wantInOut, out)
+			}
+			if lines := strings.Count(errOut, "\n"); tt.short && lines > 2 {
+				t.Errorf("stderr has %d lines, want the error and a line of help:\n%s", lines, errOut)
 			}
 			if !strings.Contains(errOut, tt.wantInErr) {
 				t.Errorf("stderr lacks %q:\n%s", tt.wantInErr, errOut)
