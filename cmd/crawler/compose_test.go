@@ -26,14 +26,37 @@ type composeFile struct {
 		Volumes     []string          `yaml:"volumes"`
 		Ports       []string          `yaml:"ports"`
 		Container   string            `yaml:"container_name"`
-		DependsOn   map[string]struct {
-			Condition string `yaml:"condition"`
-		} `yaml:"depends_on"`
+		DependsOn   dependsOn `yaml:"depends_on"`
 		Healthcheck *struct {
 			Test []string `yaml:"test"`
 		} `yaml:"healthcheck"`
 	} `yaml:"services"`
 	Volumes map[string]any `yaml:"volumes"`
+}
+
+// dependsOn is a service's depends_on, in either of its forms: a list of
+// services, or a map of services to conditions.
+type dependsOn map[string]struct {
+	Condition string `yaml:"condition"`
+}
+
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode {
+		var names []string
+		if err := n.Decode(&names); err != nil {
+			return err
+		}
+		*d = dependsOn{}
+		for _, name := range names {
+			(*d)[name] = struct {
+				Condition string `yaml:"condition"`
+			}{}
+		}
+		return nil
+	}
+	return n.Decode((*map[string]struct {
+		Condition string `yaml:"condition"`
+	})(d))
 }
 
 // envNames returns the environment variables a config struct reads, and a
