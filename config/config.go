@@ -86,8 +86,8 @@ type Frontier struct {
 	DuplicateWindow    time.Duration `yaml:"duplicate_window" help:"how long the frontier stream remembers a published URL's message ID; bounds how long a crashed worker's batch may wait for redelivery without risking a duplicate (see package frontier)"`
 	MaxMessageBytes    Bytes         `yaml:"max_message_bytes" help:"largest discovered message accepted; larger ones are rejected as poison"`
 	MaxLinks           int           `yaml:"max_links" help:"most links in one discovered message; publishers split longer lists"`
-	FrontierMaxMsgs    int64         `yaml:"frontier_max_msgs" help:"frontier stream limit in messages; at the limit workers wait (backpressure); -1: unlimited"`
-	FrontierMaxBytes   Bytes         `yaml:"frontier_max_bytes" help:"frontier stream limit in bytes; at the limit workers wait (backpressure); -1: unlimited"`
+	FrontierMaxMsgs    int64         `yaml:"max_msgs" old:"frontier_max_msgs" help:"frontier stream limit in messages; at the limit workers wait (backpressure); -1: unlimited"`
+	FrontierMaxBytes   Bytes         `yaml:"max_bytes" old:"frontier_max_bytes" help:"frontier stream limit in bytes; at the limit workers wait (backpressure); -1: unlimited"`
 	DiscoveredMaxBytes Bytes         `yaml:"discovered_max_bytes" help:"discovered stream limit in bytes; at the limit crawlers' publishes fail until workers catch up; -1: unlimited"`
 	Replicas           int           `yaml:"replicas" help:"stream replicas in a NATS cluster (1, 3 or 5)"`
 	Storage            string        `yaml:"storage" help:"stream storage: file or memory"`
@@ -307,10 +307,10 @@ func (f Frontier) validate() []*FieldError {
 		errs = append(errs, invalid("frontier.max_links", "must be positive, got %d", f.MaxLinks))
 	}
 	if f.FrontierMaxMsgs == 0 || f.FrontierMaxMsgs < -1 {
-		errs = append(errs, invalid("frontier.frontier_max_msgs", "must be positive or -1 (unlimited), got %d", f.FrontierMaxMsgs))
+		errs = append(errs, invalid("frontier.max_msgs", "must be positive or -1 (unlimited), got %d", f.FrontierMaxMsgs))
 	}
 	if f.FrontierMaxBytes == 0 || f.FrontierMaxBytes < -1 {
-		errs = append(errs, invalid("frontier.frontier_max_bytes", "must be positive or -1 (unlimited), got %v", f.FrontierMaxBytes))
+		errs = append(errs, invalid("frontier.max_bytes", "must be positive or -1 (unlimited), got %v", f.FrontierMaxBytes))
 	}
 	if f.DiscoveredMaxBytes == 0 || f.DiscoveredMaxBytes < -1 {
 		errs = append(errs, invalid("frontier.discovered_max_bytes", "must be positive or -1 (unlimited), got %v", f.DiscoveredMaxBytes))

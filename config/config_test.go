@@ -158,7 +158,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"frontier.prefix", func(c *config.Config) { c.Frontier.Prefix = "Has.Dots" }},
 		{"frontier.partitions", func(c *config.Config) { c.Frontier.Partitions = 0 }},
 		{"frontier.duplicate_window", func(c *config.Config) { c.Frontier.DuplicateWindow = 45 * time.Second }},
-		{"frontier.frontier_max_msgs", func(c *config.Config) { c.Frontier.FrontierMaxMsgs = 0 }},
+		{"frontier.max_msgs", func(c *config.Config) { c.Frontier.FrontierMaxMsgs = 0 }},
 		{"frontier.replicas", func(c *config.Config) { c.Frontier.Replicas = 2 }},
 		{"frontier.storage", func(c *config.Config) { c.Frontier.Storage = "tape" }},
 		{"worker.batch", func(c *config.Config) { c.Worker.Batch = 0 }},
@@ -453,5 +453,40 @@ func TestLoaderSkip(t *testing.T) {
 				t.Errorf("LoadYAML: %v, want an error naming %s", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestFormerNames checks that the frontier stream's limits, renamed from
+// frontier.frontier_max_* (the flags stuttered: --frontier-frontier-max-msgs,
+// issue 10 item 6), are still read under their former names, and that help
+// lists only the new ones.
+func TestFormerNames(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string
+	}{
+		{"new flag", []string{"--frontier-max-msgs", "7"}, nil, ""},
+		{"old flag", []string{"--frontier-frontier-max-msgs", "7"}, nil, ""},
+		{"old env", nil, map[string]string{"SIEVE_FRONTIER_FRONTIER_MAX_MSGS": "7"}, ""},
+		{"old file key", nil, nil, "frontier:\n  frontier_max_msgs: 7\n"},
+		{"new file key", nil, nil, "frontier:\n  max_msgs: 7\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := load(t, tt.args, tt.env, tt.file)
+			if err != nil || cfg.Frontier.FrontierMaxMsgs != 7 {
+				t.Errorf("frontier max msgs = %d, %v; want 7", cfg.Frontier.FrontierMaxMsgs, err)
+			}
+		})
+	}
+	cfg := config.Default()
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	l := config.NewLoader(fs, &cfg)
+	var help strings.Builder
+	l.PrintSettings(&help, fs)
+	if strings.Contains(help.String(), "frontier-frontier") || !strings.Contains(help.String(), "--frontier-max-bytes") {
+		t.Errorf("help lists a former name, or not the new one:\n%s", help.String())
 	}
 }

@@ -50,7 +50,8 @@ func invalid(field, format string, args ...any) *FieldError {
 // command-line flags. Every exported field of the struct with a yaml tag is a
 // setting; nested structs are sections. A setting's YAML path "a.b_c" is also
 // the flag --a-b-c and the environment variable SIEVE_A_B_C, and its help tag
-// documents it.
+// documents it. A tag old:"name[,name]" keeps former names of a setting
+// working (in the file, the environment and flags), unlisted in the help.
 //
 // Supported field types: string, bool, int, int64, uint64, float64,
 // time.Duration, Bytes and []string (comma-separated in flags and env).
@@ -68,6 +69,7 @@ type Loader struct {
 
 type field struct {
 	path, flag, env, help string
+	old                   []string // former paths, still accepted
 	section               string
 	v                     reflect.Value
 	def                   string
@@ -86,6 +88,9 @@ func NewLoader(fs *flag.FlagSet, target any) *Loader {
 	l.file = fs.String("config", "", "YAML configuration `file` (env "+EnvPrefix+"CONFIG); flags override the environment, which overrides the file")
 	for _, f := range l.fields {
 		fs.Var(&flagValue{l: l, f: f}, f.flag, f.help)
+		for _, old := range f.old {
+			fs.Var(&flagValue{l: l, f: f}, flagName(old), "former name of --"+f.flag)
+		}
 	}
 	fs.Usage = func() {
 		out := fs.Output()
@@ -125,11 +130,19 @@ func walk(v reflect.Value, prefix, section string, out *[]*field) {
 		}
 		f := &field{
 			path:    path,
-			flag:    strings.NewReplacer(".", "-", "_", "-").Replace(path),
-			env:     EnvPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_")),
+			flag:    flagName(path),
+			env:     envName(path),
 			help:    sf.Tag.Get("help"),
 			section: section,
 			v:       fv,
+		}
+		if old := sf.Tag.Get("old"); old != "" {
+			for _, o := range strings.Split(old, ",") {
+				if prefix != "" {
+					o = prefix + "." + o
+				}
+				f.old = append(f.old, o)
+			}
 		}
 		if !supported(fv) {
 			panic(fmt.Sprintf("config: setting %s has unsupported type %s", path, fv.Type())) // programming error
@@ -137,6 +150,13 @@ func walk(v reflect.Value, prefix, section string, out *[]*field) {
 		f.def = format(fv)
 		*out = append(*out, f)
 	}
+}
+
+// flagName and envName are the flag and the environment variable of a
+// setting's YAML path.
+func flagName(path string) string { return strings.NewReplacer(".", "-", "_", "-").Replace(path) }
+func envName(path string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
 }
 
 var (
@@ -292,9 +312,11 @@ func (l *Loader) Load(lookupEnv func(string) (string, bool)) error {
 	}
 	var errs []error
 	for _, f := range l.fields {
-		if s, ok := lookupEnv(f.env); ok {
-			if err := f.set(s); err != nil {
-				errs = append(errs, &FieldError{Field: f.path, Source: "env " + f.env, Err: err})
+		for _, env := range append(mapSlice(f.old, envName), f.env) { // the current name wins
+			if s, ok := lookupEnv(env); ok {
+				if err := f.set(s); err != nil {
+					errs = append(errs, &FieldError{Field: f.path, Source: "env " + env, Err: err})
+				}
 			}
 		}
 	}
@@ -346,6 +368,9 @@ func (l *Loader) loadYAML(name string, data []byte) error {
 	sections := map[string]bool{}
 	for _, f := range l.fields {
 		byPath[f.path] = f
+		for _, old := range f.old {
+			byPath[old] = f
+		}
 		for p := f.path; strings.Contains(p, "."); {
 			p = p[:strings.LastIndex(p, ".")]
 			sections[p] = true
@@ -388,6 +413,14 @@ func (l *Loader) loadYAML(name string, data []byte) error {
 	return errors.Join(errs...)
 }
 
+func mapSlice(in []string, f func(string) string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = f(s)
+	}
+	return out
+}
+
 func orTop(p string) string {
 	if p == "" {
 		return "(top level)"
@@ -425,6 +458,9 @@ func (l *Loader) PrintSettings(w io.Writer, fs *flag.FlagSet) {
 	own := map[string]bool{"config": true}
 	for _, f := range l.fields {
 		own[f.flag] = true
+		for _, old := range f.old {
+			own[flagName(old)] = true
+		}
 	}
 	var other []*flag.Flag
 	if fs != nil {
