@@ -271,52 +271,58 @@ func (w *Window) rotate(ctx context.Context, c int64, create bool) error {
 	return nil
 }
 
-// older calls fn for every generation of v but the current one, in
-// parallel when the store is remote, and returns the errors joined.
-func (w *Window) older(v live, fn func(g generation) error) error {
+// heldBefore reports, per key, whether a live generation older than the
+// current one holds it. Remote generations are asked at once, all about
+// every key (one round trip); in memory they are asked newest first, each
+// about the keys no newer one holds.
+func (w *Window) heldBefore(ctx context.Context, v live, keys [][]byte) ([]bool, error) {
+	held := make([]bool, len(keys))
 	gens := v.gens
 	if v.current != nil {
 		gens = gens[:len(gens)-1]
 	}
-	if !w.store.remote() || len(gens) < 2 {
-		for _, g := range gens {
-			if err := fn(g); err != nil {
-				return err
+	if w.store.remote() && len(gens) > 1 {
+		got := make([][]bool, len(gens))
+		errs := make([]error, len(gens))
+		var wg sync.WaitGroup
+		for j, g := range gens {
+			wg.Go(func() { got[j], errs[j] = g.Contains(ctx, keys) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		for _, gj := range got {
+			for i, ok := range gj {
+				held[i] = held[i] || ok
 			}
 		}
-		return nil
+		return held, nil
 	}
-	errs := make([]error, len(gens))
-	var wg sync.WaitGroup
-	for i, g := range gens {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = fn(g)
-		}()
+	ask := keys
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
 	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// heldBefore reports, per key, whether a live generation older than the
-// current one holds it.
-func (w *Window) heldBefore(ctx context.Context, v live, keys [][]byte) ([]bool, error) {
-	held := make([]bool, len(keys))
-	var mu sync.Mutex
-	err := w.older(v, func(g generation) error {
-		got, err := g.Contains(ctx, keys)
+	for j := len(gens) - 1; j >= 0 && len(ask) > 0; j-- {
+		got, err := gens[j].Contains(ctx, ask)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		for i, ok := range got {
-			held[i] = held[i] || ok
+		var rest [][]byte
+		n := 0
+		for x, ok := range got {
+			if ok {
+				held[idx[x]] = true
+				continue
+			}
+			rest = append(rest, ask[x])
+			idx[n] = idx[x]
+			n++
 		}
-		return nil
-	})
-	return held, err
+		ask, idx = rest, idx[:n]
+	}
+	return held, nil
 }
 
 // TestAndAdd reports, per key, whether it was new: held by no live
