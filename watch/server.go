@@ -49,6 +49,10 @@ type Options struct {
 	// Registry receives the filter and queue metrics and is served at
 	// /metrics; nil: a registry of the Server's own.
 	Registry Registry
+	// Dir, if set, is a directory the Server announces itself in (URLFile,
+	// from Listen until Close) and leaves its last report in (ReportFile, at
+	// Close): an embedded crawl's data directory, read by ReadDir.
+	Dir string
 	// Logger receives sampling failures (once per part until it recovers);
 	// nil discards them.
 	Logger *slog.Logger
@@ -152,6 +156,9 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 			s.opts.Logger.Error("watch: serve", "err", err)
 		}
 	}()
+	if err := s.announce(PageURL(ln.Addr().String())); err != nil {
+		s.opts.Logger.Warn("watch: commands will not find this process", "err", err)
+	}
 	return ln.Addr(), nil
 }
 
@@ -178,21 +185,25 @@ func PageURL(addr string) string {
 	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
-// Close stops sampling and the HTTP server (letting requests in progress
-// finish for up to 5 seconds) and waits for their goroutines. It may be
-// called more than once.
+// Close stops the HTTP server (letting requests in progress finish for up to
+// 5 seconds) and sampling, and waits for their goroutines; with Options.Dir
+// it first takes a last sample and saves its report there. It may be called
+// more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.cancel()
 		s.mu.Lock()
 		srv := s.srv
 		s.mu.Unlock()
+		var errs []error
 		if srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.closeErr = srv.Shutdown(ctx)
+			errs = append(errs, srv.Shutdown(ctx))
 			cancel()
 		}
+		s.cancel()
 		s.wg.Wait()
+		errs = append(errs, s.retire())
+		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
 }

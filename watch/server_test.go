@@ -2,8 +2,11 @@ package watch
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/stats"
 )
 
 func get(tb testing.TB, url string) (int, string) {
@@ -263,5 +267,54 @@ func TestSeriesBoundsKeys(t *testing.T) {
 	s.add(time.Now(), v)
 	if n := len(s.after(0).Values); n != maxKeys {
 		t.Errorf("%d keys kept, want %d", n, maxKeys)
+	}
+}
+
+// TestServerDir checks that a Server with Dir announces itself there while it
+// runs and leaves its last report when it closes, and what ReadDir makes of
+// each state.
+func TestServerDir(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := ReadDir(t.Context(), dir); !errors.Is(err, ErrNothingInDir) {
+		t.Fatalf("ReadDir of an unused dir = %v, want ErrNothingInDir", err)
+	}
+	counts := stats.NewMemory()
+	if err := counts.Add(t.Context(), stats.Delta{Links: 3, Admitted: 2, Duplicates: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Sources{Role: "embedded", Counters: counts}, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	r, live, err := ReadDir(t.Context(), dir)
+	if err != nil || !live || r.Shared.Totals.Admitted != 2 {
+		t.Fatalf("ReadDir while running = live %v, %v, %+v", live, err, r.Shared)
+	}
+	// Counts added after the last periodic sample are in the saved report.
+	if err := counts.Add(t.Context(), stats.Delta{Links: 1, Admitted: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, URLFile)); !os.IsNotExist(err) {
+		t.Errorf("%s after Close: %v", URLFile, err)
+	}
+	r, live, err = ReadDir(t.Context(), dir)
+	if err != nil || live || r.Shared.Totals.Admitted != 3 {
+		t.Fatalf("ReadDir after Close = live %v, %v, %+v", live, err, r.Shared)
+	}
+	// A URL file left by a killed process is passed over.
+	if err := os.WriteFile(filepath.Join(dir, URLFile), []byte(s.URL()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, live, err = ReadDir(t.Context(), dir); err != nil || live || r.Shared.Totals.Admitted != 3 {
+		t.Errorf("ReadDir with a stale URL file = live %v, %v", live, err)
 	}
 }

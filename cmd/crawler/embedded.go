@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/pipeline"
@@ -24,7 +25,7 @@ import (
 // memory (filter.kind, a scalable Bloom filter by default), loaded from and
 // saved to <data_dir>/seen.<kind>, or the filter in Redis when redis.url is
 // set.
-func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (*backend, error) {
+func startEmbedded(ctx context.Context, s settings, logger *slog.Logger, reg prometheus.Registerer) (*backend, error) {
 	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -33,14 +34,14 @@ func startEmbedded(ctx context.Context, s settings, logger *slog.Logger) (*backe
 		return nil, err
 	}
 	b := &backend{closers: []func() error{unlock}} // released last
-	if err := b.startEmbedded(ctx, s, logger); err != nil {
+	if err := b.startEmbedded(ctx, s, logger, reg); err != nil {
 		b.close()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Logger) error {
+func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Logger, reg prometheus.Registerer) error {
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "sieve-embedded",
 		DontListen: true, // in-process connections only
@@ -68,7 +69,7 @@ func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Lo
 		return err
 	}
 
-	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: nc}
+	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: nc, Registerer: reg}
 	if err := w.Open(ctx); err != nil {
 		return err
 	}

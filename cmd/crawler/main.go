@@ -6,6 +6,7 @@
 //	crawler run [settings]            crawl until stopped (or --idle-exit)
 //	crawler run --embedded --seed URL everything in one process, no service needed
 //	crawler run --demo                crawl the bundled demo site, offline
+//	crawler stats [--data-dir DIR]    an embedded crawl's numbers, running or ended
 //
 // Settings come from a YAML file (--config), SIEVE_* environment variables
 // and flags; `crawler run --help` lists them all.
@@ -37,6 +38,7 @@ const usage = `Usage:
   crawler run --embedded --seed URL
                                  run NATS, a dedup worker and the crawler in this process
   crawler run --demo             crawl the bundled demo site, served on loopback (offline)
+  crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
 
 'crawler run --help' lists every setting.
 `
@@ -50,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "seed", "run":
+	case "seed", "run", "stats":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = seedCommand(ctx, s, stdout)
 	case "run":
 		err = runCommand(ctx, s, inv.json, stdout, stderr)
+	case "stats":
+		err = statsCommand(ctx, s, inv.json, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "crawler:", err)
@@ -97,7 +101,7 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	fs := inv.flags
 	fs.SetOutput(io.Discard) // errors are returned, help printed by the caller
 	var jsonOut *bool
-	if cmd == "run" {
+	if cmd == "run" || cmd == "stats" {
 		jsonOut = fs.Bool("json", false, "print the final summary as JSON on stdout")
 	}
 	inv.loader = config.NewLoader(fs, &inv.settings)

@@ -80,10 +80,11 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		s.IdleExit = 3 * time.Second
 	}
 
+	reg := newRegistry()
 	var p *backend
 	var err error
 	if s.Embedded {
-		p, err = startEmbedded(ctx, s, logger)
+		p, err = startEmbedded(ctx, s, logger, reg)
 	} else {
 		p, err = connect(s)
 	}
@@ -120,11 +121,17 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	opts.Canonicalize = canon.URL
 	opts.Logger = logger
 	opts.Exclusive = s.Embedded
+	opts.Registerer = reg
 	c, err := crawl.New(p.js, opts)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	w, err := startWatch(s, p, c, reg, logger, stderr)
+	if err != nil {
+		return err
+	}
+	defer w.close(logger)
 
 	start := time.Now()
 	prog := newProgress(s.Progress, stderr, c, p, topo, base)
@@ -148,6 +155,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		// the summary counts it (and the next run finds it admitted), then
 		// stop it: its filter is saved.
 		p.drain(ctx, topo, 30*time.Second)
+		w.close(logger) // the page is done: its sources close now
 		stopErr = p.stopWorker()
 	}
 	sum := summarize(ctx, c, p, topo, elapsed, end, base)

@@ -56,7 +56,7 @@ type crawlSettings struct {
 
 func defaultSettings() settings {
 	cfg := config.Default()
-	cfg.HTTP.Addr = "" // the crawler serves no status page
+	cfg.HTTP.Addr = "127.0.0.1:0" // the watch page on a free loopback port, printed at start
 	return settings{
 		Config: cfg,
 		Crawl: crawlSettings{

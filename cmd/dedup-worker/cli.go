@@ -36,8 +36,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "run", summary: "run a dedup worker until SIGTERM (serves /metrics, /healthz, /readyz, /stats)", run: cmdRun},
-		{name: "stats", args: "[--json]", summary: "print the shared seen-URL statistics, filter health and queue depths", run: cmdStats, flags: statsFlags},
-		{name: "check", args: "[--base URL] URL…", summary: "print each URL's canonical form and whether it was seen (adds nothing); URLs from stdin if none given", run: cmdCheck, flags: baseFlag},
+		{name: "stats", args: "[--json] [--data-dir DIR]", summary: "print the shared seen-URL statistics, filter health and queue depths", run: cmdStats, flags: statsFlags},
+		{name: "check", args: "[--base URL] [--data-dir DIR] URL…", summary: "print each URL's canonical form and whether it was seen (adds nothing); URLs from stdin if none given", run: cmdCheck, flags: checkFlags},
 		{name: "import", args: "FILE|-", summary: "mark the URLs in FILE (one per line; - is stdin) as seen without enqueueing them", run: cmdImport, flags: importFlags},
 		{name: "forget", args: "[--base URL] URL…", summary: "remove URLs from a cuckoo filter so they are admitted again (a Bloom filter cannot forget); URLs from stdin if none given", run: cmdForget, flags: baseFlag},
 		{name: "plan", args: "--urls N [--fpp P] [--revisit-after D --rate R/s] [--kind K] [--node-memory BYTES]", summary: "size the filter for a crawl, in memory and in Redis, for both kinds (creates nothing)", run: cmdPlan, flags: planFlags},

@@ -24,7 +24,8 @@ import (
 func statsFlags(fs *flag.FlagSet) {
 	fs.Bool("json", false, "print JSON instead of tables")
 	fs.Int("top", 20, "number of top hosts to show")
-	fs.String("url", "", "read the /stats of the worker at this `URL` (default in memory mode: http://<http.addr>/stats)")
+	fs.String("url", "", "read the /stats of the worker at this `URL` (default in memory mode: http://<http.addr>/stats, else the filter snapshot)")
+	dataDirFlag(fs)
 }
 
 func flagValue(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
@@ -50,7 +51,7 @@ func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalCl
 		return nil, errNoSharedFilter
 	}
 	if _, err := os.Stat(cfg.Filter.Snapshot); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, fmt.Errorf("filter snapshot %s does not exist (filter.snapshot)", cfg.Filter.Snapshot)
 	}
 	return cfg.Filter.Open(ctx, nil, policy)
 }
@@ -70,11 +71,23 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 
 	var rep report
 	url := flagValue(fs, "url")
+	explicit := url != ""
 	if url == "" && !cfg.Redis.Enabled() {
 		url = statsURL(cfg.HTTP.Addr)
 	}
-	if url != "" {
+	if dir := flagValue(fs, "data-dir"); dir != "" {
+		r, err := snapshotReport(ctx, cfg, dir)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
+			return exitFail
+		}
+		rep = r
+	} else if url != "" {
 		r, err := fetchReport(ctx, url)
+		if err != nil && !explicit && cfg.Filter.Snapshot != "" {
+			// No worker running here: its snapshot file tells the rest.
+			r, err = snapshotReport(ctx, cfg, "")
+		}
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
 			return exitFail

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/watch"
+)
+
+// newRegistry is the process's metrics registry: the crawler's, the
+// embedded worker's, the watch page's and the Go runtime's.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// watcher is a run's watch server (package watch) on http.addr.
+type watcher struct{ srv *watch.Server }
+
+// startWatch serves the live page, /stats, /metrics, /healthz and /readyz of
+// the run on s.HTTP.Addr (none when empty) and says where. In embedded mode
+// the server announces itself in the data directory and leaves its last
+// report there, for `crawler stats` and `dedup-worker stats --data-dir`.
+func startWatch(s settings, b *backend, c *crawl.Crawler, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
+	w := &watcher{}
+	if s.HTTP.Addr == "" {
+		return w, nil
+	}
+	src := watch.Sources{
+		Role:    "crawler",
+		Crawler: c,
+		Queues:  watch.NewJetStreamQueues(b.js, s.Frontier.Topology()),
+		Checks: map[string]func() error{"nats": func() error {
+			if !b.nc.IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		}},
+	}
+	if b.dedup != nil {
+		src.Counters = watch.CountersFunc(b.dedup)
+	}
+	if b.worker != nil {
+		src.Role = "embedded"
+		src.Filter = watch.FilterFunc(b.worker.FilterStats)
+		src.Worker = b.worker
+	}
+	opts := watch.Options{Registry: reg, Logger: logger}
+	if s.Embedded {
+		opts.Dir = s.DataDir
+	}
+	srv, err := watch.New(src, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := srv.Listen(s.HTTP.Addr); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("http.addr: %w", err)
+	}
+	w.srv = srv
+	fmt.Fprintf(stderr, "watch it at %s\n", srv.URL())
+	return w, nil
+}
+
+// close stops the watch server; it may be called more than once.
+func (w *watcher) close(logger *slog.Logger) {
+	if w.srv != nil {
+		if err := w.srv.Close(); err != nil {
+			logger.Warn("watch", "err", err)
+		}
+	}
+}
+
+// statsCommand is `crawler stats`: the embedded crawl in the data directory,
+// from its running process, or after it ended from the report it left.
+func statsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writer) error {
+	r, live, err := watch.ReadDir(ctx, s.DataDir)
+	if errors.Is(err, watch.ErrNothingInDir) {
+		return fmt.Errorf("no embedded crawl has run in %s (data_dir) since it keeps its statistics there", s.DataDir)
+	} else if err != nil {
+		return err
+	}
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(r)
+	}
+	sum := reportSummary(r)
+	if !live {
+		sum.End = "ended " + r.At.Format(time.RFC3339)
+	}
+	sum.print(stdout, s.DataDir)
+	return nil
+}
+
+// reportSummary shows a running process's report as a run summary.
+func reportSummary(r watch.Report) runSummary {
+	sum := runSummary{End: "running", Seconds: r.At.Sub(r.Started).Seconds(), Dedup: r.Shared, Filter: r.Filter}
+	if r.Crawler != nil {
+		sum.Crawler = r.Crawler.Stats
+	}
+	if q := r.Streams; q != nil {
+		sum.Left = &crawl.Depth{Frontier: q.FrontierQueued, Discovered: q.DiscoveredQueued}
+	}
+	return sum
+}
