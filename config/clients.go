@@ -9,10 +9,13 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/frontier"
 )
 
 // Enabled reports whether a Redis URL is set; without one, Sieve keeps the
@@ -187,10 +190,44 @@ func (h deadlineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
+// natsDialTimeout bounds one TCP connection attempt to a NATS server.
+const natsDialTimeout = 3 * time.Second
+
+// natsDialer is the NATS clients' dialer: a net.Dialer that remembers why
+// its last attempt failed, so that an error or a readiness report can say
+// "connection refused" where nats.go says only "no servers available". The
+// frontier worker reads it through its LastDialError method.
+type natsDialer struct {
+	net.Dialer
+	mu   sync.Mutex
+	last error
+}
+
+// Dial dials like net.Dialer and records the outcome.
+func (d *natsDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := d.Dialer.Dial(network, address)
+	d.mu.Lock()
+	d.last = err
+	d.mu.Unlock()
+	return c, err
+}
+
+// LastDialError is the error of the last attempt, nil if it connected.
+func (d *natsDialer) LastDialError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
+}
+
 // Options returns the nats.go options for the settings: credentials, TLS,
-// the connection name (name if Name is empty), and reconnection forever, so
-// that a client started while NATS is down connects when it comes up.
+// the connection name (name if Name is empty), a dialer that remembers why
+// a connection failed, and reconnection forever, so that a client started
+// while NATS is down connects when it comes up.
 func (n NATS) Options(name string) ([]nats.Option, error) {
+	return n.options(name, &natsDialer{Dialer: net.Dialer{Timeout: natsDialTimeout}})
+}
+
+func (n NATS) options(name string, d *natsDialer) ([]nats.Option, error) {
 	if n.Name != "" {
 		name = n.Name
 	}
@@ -199,6 +236,7 @@ func (n NATS) Options(name string) ([]nats.Option, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(n.ReconnectWait),
 		nats.RetryOnFailedConnect(true),
+		nats.SetCustomDialer(d),
 	}
 	if n.Creds != "" {
 		if _, err := os.Stat(n.Creds); err != nil {
@@ -221,9 +259,11 @@ func (n NATS) Options(name string) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// Connect connects to NATS with Options(name) plus extra options (e.g.
-// disconnect handlers). With RetryOnFailedConnect it returns at once even
-// if the server is down; the client keeps trying.
+// Connect connects to NATS for a long-running process, with Options(name)
+// plus extra options (e.g. disconnect handlers). It returns at once even if
+// the server is down; the client keeps trying. The process must check the
+// server before using it: frontier.Worker does, and frontier.WaitServer
+// waits for the connection, logging what it waits for, and checks it.
 func (n NATS) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 	opts, err := n.Options(name)
 	if err != nil {
@@ -232,6 +272,32 @@ func (n NATS) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(n.URL, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats %s: %w", redactURLs(n.URL), err)
+	}
+	return nc, nil
+}
+
+// ConnectOnce connects to NATS for a one-shot command (seed, stats): one
+// attempt per server, each bounded by a few seconds, and no reconnection.
+// Its error names the servers and the cause ("connection refused", "i/o
+// timeout"); a server older than frontier.MinServerVersion is refused
+// (frontier.ErrServerTooOld).
+func (n NATS) ConnectOnce(name string, extra ...nats.Option) (*nats.Conn, error) {
+	d := &natsDialer{Dialer: net.Dialer{Timeout: natsDialTimeout}}
+	opts, err := n.options(name, d)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.RetryOnFailedConnect(false), nats.MaxReconnects(0), nats.Timeout(natsDialTimeout))
+	nc, err := nats.Connect(n.URL, append(opts, extra...)...)
+	if err != nil {
+		if derr := d.LastDialError(); derr != nil && errors.Is(err, nats.ErrNoServers) {
+			err = derr
+		}
+		return nil, fmt.Errorf("connect to nats %s: %w", redactURLs(n.URL), err)
+	}
+	if err := frontier.CheckServer(nc); err != nil {
+		nc.Close()
+		return nil, err
 	}
 	return nc, nil
 }

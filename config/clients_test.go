@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/redistest"
 )
 
@@ -123,4 +125,46 @@ func keyOn(t *testing.T, c *redis.ClusterClient, addr string) string {
 	}
 	t.Fatalf("no key found on %s", addr)
 	return ""
+}
+
+// TestNATSConnectOnce pins issue 10 items 5 and 7 for one-shot commands: an
+// unreachable server is an error at once that names its address and the
+// cause, and a server older than 2.10 is refused.
+func TestNATSConnectOnce(t *testing.T) {
+	addr := natstest.ClosedAddr(t)
+	nc, err := config.NATS{URL: "nats://" + addr, ReconnectWait: time.Second}.ConnectOnce("test")
+	if err == nil {
+		nc.Close()
+		t.Fatalf("ConnectOnce to a closed port succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, addr) || !strings.Contains(msg, "connection refused") {
+		t.Errorf("ConnectOnce to a closed port = %q, want it to name %s and the cause (connection refused)", msg, addr)
+	}
+
+	current := natstest.Start(t, natstest.Options{})
+	nc, err = config.NATS{URL: current.URL(), ReconnectWait: time.Second}.ConnectOnce("test")
+	if err != nil {
+		t.Fatalf("ConnectOnce to the embedded server = %v", err)
+	}
+	nc.Close()
+
+	old := natstest.StartExternal(t, natstest.ExternalBinary(t))
+	nc, err = config.NATS{URL: old.URL(), ReconnectWait: time.Second}.ConnectOnce("test")
+	var major, minor int
+	fmt.Sscanf(old.Version, "%d.%d", &major, &minor)
+	if major > 2 || major == 2 && minor >= 10 {
+		t.Logf("installed nats-server %s is recent enough: the refusal is not exercised", old.Version)
+		if err != nil {
+			t.Errorf("ConnectOnce to nats-server %s = %v", old.Version, err)
+		} else {
+			nc.Close()
+		}
+		return
+	}
+	if !errors.Is(err, frontier.ErrServerTooOld) {
+		if nc != nil {
+			nc.Close()
+		}
+		t.Errorf("ConnectOnce to nats-server %s = %v, want ErrServerTooOld", old.Version, err)
+	}
 }

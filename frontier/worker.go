@@ -257,23 +257,29 @@ func (w *Worker) Close() error {
 	return nil
 }
 
-// setup ensures the streams and consumer exist, retrying while NATS is
-// unavailable.
+// setup checks the server's version and ensures the streams and consumer
+// exist, retrying while NATS is unavailable (Status names the servers it
+// waits for). A server older than MinServerVersion is final.
 func (w *Worker) setup(ctx context.Context) (jetstream.Consumer, error) {
 	b := w.newBackoff()
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := w.topo.Ensure(cctx, w.js)
 		var cons jetstream.Consumer
-		if err == nil {
-			cons, err = w.js.Consumer(cctx, w.topo.DiscoveredStream(), w.topo.Consumer())
+		err := CheckServer(w.nc)
+		if errors.Is(err, ErrNotConnected) {
+			err = waitingError(w.nc)
+		} else if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = w.topo.Ensure(cctx, w.js)
+			if err == nil {
+				cons, err = w.js.Consumer(cctx, w.topo.DiscoveredStream(), w.topo.Consumer())
+			}
+			cancel()
 		}
-		cancel()
 		if err == nil {
 			w.health.set(DepNATS, nil)
 			return cons, nil
 		}
-		if errors.Is(err, ErrTopologyMismatch) {
+		if errors.Is(err, ErrTopologyMismatch) || errors.Is(err, ErrServerTooOld) {
 			return nil, err
 		}
 		if ctx.Err() != nil {
@@ -286,14 +292,12 @@ func (w *Worker) setup(ctx context.Context) (jetstream.Consumer, error) {
 	}
 }
 
-var errDisconnected = errors.New("not connected to nats")
-
 // loop fetches and processes batches until fetchCtx ends.
 func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer) {
 	b := w.newBackoff()
 	for fetchCtx.Err() == nil {
 		if !w.nc.IsConnected() {
-			w.health.set(DepNATS, errDisconnected)
+			w.health.set(DepNATS, waitingError(w.nc))
 			sleep(fetchCtx, b.next())
 			continue
 		}

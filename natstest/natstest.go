@@ -5,6 +5,9 @@
 // A Server can be shut down and started again on the same port and store
 // directory, so a test can take NATS away from its clients and give it back
 // with its streams intact, as a restart of a real deployment would.
+//
+// StartExternal runs an installed nats-server binary instead (Debian's is an
+// older release), for tests of what Sieve does with another server version.
 package natstest
 
 import (

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sievecrawl/sieve/natstest"
@@ -53,4 +54,27 @@ func TestRestartKeepsStreams(t *testing.T) {
 	if got != "before" {
 		t.Fatalf("message after restart = %q, want %q", got, "before")
 	}
+}
+
+func TestExternalServer(t *testing.T) {
+	e := natstest.StartExternal(t, natstest.ExternalBinary(t))
+	nc, err := nats.Connect(e.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if got := nc.ConnectedServerVersion(); got != e.Version {
+		t.Errorf("server reports version %q, the binary said %q", got, e.Version)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		t.Errorf("JetStream on the external server: %v", err)
+	}
+	e.Stop()
+	e.Stop() // idempotent
 }

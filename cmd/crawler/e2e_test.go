@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/testsite"
 )
 
@@ -304,5 +305,82 @@ func TestEmbeddedRun(t *testing.T) {
 	_, robots := siteRequests(site)
 	if robots != 2 {
 		t.Errorf("robots.txt fetched %d times over 3 runs, want 2 (cached within a run, none in the run that fetched nothing)", robots)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestNATSUnreachable pins issue 10 item 5: with nothing listening at the
+// NATS address, `crawler seed` (one-shot) fails at once with the address
+// and the cause, where it used to wait 30 s and say "context deadline
+// exceeded"; `crawler run` (long-running) waits, saying what for, where it
+// used to fail after 5 s.
+func TestNATSUnreachable(t *testing.T) {
+	bin := crawlerBinary(t)
+	addr := natstest.ClosedAddr(t)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	seed := exec.CommandContext(ctx, bin, "seed", "--nats-url", "nats://"+addr, "https://example.com/")
+	seed.Env = cleanEnv()
+	out, err := seed.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("crawler seed still running after 20 s with NATS unreachable; output:\n%s", out)
+	}
+	if err == nil || !strings.Contains(string(out), addr) || !strings.Contains(string(out), "connection refused") {
+		t.Errorf("crawler seed with NATS unreachable: %v, output %q; want a failure naming %s and the cause", err, out, addr)
+	}
+
+	run := exec.Command(bin, "run", "--nats-url", "nats://"+addr, "--progress", "never")
+	run.Env = cleanEnv()
+	stderr := &syncBuffer{}
+	run.Stdout, run.Stderr = stderr, stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- run.Wait() }()
+	defer func() {
+		_ = run.Process.Kill()
+		<-exited
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), "waiting for NATS") {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("crawler run exited (%v) instead of waiting for NATS; output:\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crawler run logged no wait for NATS in 20 s; output:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if line := stderr.String(); !strings.Contains(line, addr) || !strings.Contains(line, "connection refused") {
+		t.Errorf("crawler run's wait does not name %s and the cause: %q", addr, line)
+	}
+	// Still waiting, not failed, well past the 5 s it used to give up after.
+	select {
+	case err := <-exited:
+		exited <- err
+		t.Errorf("crawler run exited (%v) while NATS was unreachable; output:\n%s", err, stderr.String())
+	case <-time.After(7 * time.Second):
 	}
 }

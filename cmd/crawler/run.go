@@ -22,7 +22,7 @@ import (
 
 // seedCommand adds s.Seed to the crawl s.Crawl.ID.
 func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
-	nc, err := s.NATS.Connect("sieve-crawler-seed")
+	nc, err := s.NATS.ConnectOnce("sieve-crawler-seed")
 	if err != nil {
 		return err
 	}
@@ -85,8 +85,11 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	var err error
 	if s.Embedded {
 		p, err = startEmbedded(ctx, s, logger, reg)
-	} else {
-		p, err = connect(s)
+	} else if p, err = connect(s); err == nil {
+		// Wait for NATS (logging what for), and refuse a server too old.
+		if err = frontier.WaitServer(ctx, p.nc, logger); err != nil {
+			p.close()
+		}
 	}
 	if err != nil {
 		return err

@@ -58,7 +58,7 @@ func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalCl
 
 // cliNATS connects to NATS for a short command: fail fast, no reconnects.
 func cliNATS(cfg *config.Config) (*nats.Conn, error) {
-	return cfg.NATS.Connect("dedup-worker cli "+hostname(), nats.RetryOnFailedConnect(false), nats.Timeout(3*time.Second), nats.MaxReconnects(0))
+	return cfg.NATS.ConnectOnce("dedup-worker cli " + hostname())
 }
 
 // cmdStats is "dedup-worker stats".

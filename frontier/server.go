@@ -1,0 +1,166 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// MinServerVersion is the oldest nats-server that keeps the pipeline's
+// guarantees. Older servers ignore a terminate with a reason (AckTerm with
+// a body, which the worker uses for poison messages): the message is
+// redelivered every AckWait, counted again, and the stream never drains.
+// Servers before 2.10 also lose a work-queue stream's recent publishes on a
+// crash more easily (no per-stream sync settings).
+const MinServerVersion = "2.10.0"
+
+// ErrServerTooOld is matched (errors.Is) by the error CheckServer returns for
+// a server older than MinServerVersion.
+var ErrServerTooOld = errors.New("frontier: nats-server too old")
+
+// ErrNotConnected is matched (errors.Is) by the error CheckServer returns
+// when the connection has no server to ask.
+var ErrNotConnected = errors.New("frontier: not connected to nats")
+
+// ServerVersionError is the error for a server older than MinServerVersion.
+type ServerVersionError struct {
+	// URL is the server's address (credentials redacted).
+	URL string
+	// Version is the version the server reported.
+	Version string
+}
+
+func (e *ServerVersionError) Error() string {
+	return fmt.Sprintf("frontier: nats-server %s at %s is too old: Sieve needs nats-server %s or newer "+
+		"(older servers ignore terminating a poison message, which then comes back forever)",
+		e.Version, e.URL, MinServerVersion)
+}
+
+// Is makes errors.Is(err, ErrServerTooOld) true.
+func (e *ServerVersionError) Is(target error) bool { return target == ErrServerTooOld }
+
+// CheckServer returns nil if nc is connected to a nats-server of at least
+// MinServerVersion, a *ServerVersionError if the server is older, and an
+// error matching ErrNotConnected if nc is not connected. Call it once a
+// connection is up, before the pipeline uses it.
+func CheckServer(nc *nats.Conn) error {
+	if nc == nil || !nc.IsConnected() {
+		return ErrNotConnected
+	}
+	if v := nc.ConnectedServerVersion(); !atLeast(v, MinServerVersion) {
+		return &ServerVersionError{URL: nc.ConnectedUrlRedacted(), Version: v}
+	}
+	return nil
+}
+
+// atLeast reports whether version v ("2.9.10", "2.11.0-RC.1") is at least
+// min, comparing major, minor and patch numbers; an unparsable v is not.
+func atLeast(v, min string) bool {
+	have, ok := versionNumbers(v)
+	if !ok {
+		return false
+	}
+	want, _ := versionNumbers(min)
+	for i := range have {
+		if have[i] != want[i] {
+			return have[i] > want[i]
+		}
+	}
+	return true
+}
+
+// versionNumbers parses "major.minor.patch", ignoring anything after the
+// patch number's digits.
+func versionNumbers(v string) ([3]int, bool) {
+	var out [3]int
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) != 3 {
+		return out, false
+	}
+	for i, p := range parts {
+		n, digits := 0, 0
+		for _, c := range p {
+			if c < '0' || c > '9' || digits == 6 {
+				break
+			}
+			n, digits = n*10+int(c-'0'), digits+1
+		}
+		if digits == 0 {
+			return out, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
+// WaitServer waits until nc is connected, then checks the server
+// (CheckServer). While it waits it logs, at once and then every minute,
+// which servers it is waiting for and why the last attempt failed. It
+// returns ctx's error if ctx ends first.
+func WaitServer(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
+	var logged time.Time
+	for !nc.IsConnected() {
+		if nc.IsClosed() {
+			return fmt.Errorf("frontier: nats connection closed: %w", waitingError(nc))
+		}
+		if time.Since(logged) >= time.Minute {
+			log.Warn("waiting for NATS", "error", waitingError(nc))
+			logged = time.Now()
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("%w (%w)", ctx.Err(), waitingError(nc))
+		}
+	}
+	if !logged.IsZero() {
+		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
+	}
+	return CheckServer(nc)
+}
+
+// dialErrorer is a connection's dialer that remembers why its last dial
+// failed; config's NATS clients use one.
+type dialErrorer interface {
+	LastDialError() error
+}
+
+// waitingError describes a connection that is not up: the servers it is
+// trying and, when its dialer records it, why the last attempt failed.
+func waitingError(nc *nats.Conn) error {
+	servers := strings.Join(redactedServers(nc), ", ")
+	if d, ok := nc.Opts.CustomDialer.(dialErrorer); ok {
+		if err := d.LastDialError(); err != nil {
+			return fmt.Errorf("%w: waiting for %s: %w", ErrNotConnected, servers, err)
+		}
+	}
+	return fmt.Errorf("%w: waiting for %s", ErrNotConnected, servers)
+}
+
+// redactedServers lists the servers nc may connect to, without credentials.
+func redactedServers(nc *nats.Conn) []string {
+	var out []string
+	for _, s := range nc.Servers() {
+		out = append(out, redact(s))
+	}
+	if len(out) == 0 {
+		out = []string{"nats"}
+	}
+	return out
+}
+
+// redact removes the user information of a server URL.
+func redact(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return u
+	}
+	rest := u[i+3:]
+	if j := strings.LastIndexByte(rest, '@'); j >= 0 {
+		return u[:i+3] + rest[j+1:]
+	}
+	return u
+}
