@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,7 +274,7 @@ func TestWorkerSnapshotFailure(t *testing.T) {
 	cfg.Filter.SnapshotInterval = 50 * time.Millisecond
 	topo := cfg.Frontier.Topology()
 	ensure(t, js, topo)
-	var logBuf bytes.Buffer
+	var logBuf syncBuffer
 	w := &pipeline.Worker{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
 	stop := start(t, w)
 	publish(t, js, topo, 1, "/a")
@@ -309,4 +310,41 @@ func TestWorkerOpenErrors(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Errorf("Close after a failed Open: %v", err)
 	}
+}
+
+// TestWorkerCleanShutdownLogsNoDisconnect checks that closing the worker's
+// own NATS connection is not logged as a disconnection (issue 10 item 6: a
+// clean shutdown logged "WARN nats disconnected error=<nil>").
+func TestWorkerCleanShutdownLogsNoDisconnect(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	cfg := testConfig(nsrv.URL(), "")
+	ensure(t, nsrv.JetStream(), cfg.Frontier.Topology())
+	var logBuf syncBuffer
+	w := &pipeline.Worker{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
+	stop := start(t, w)
+	waitFor(t, 10*time.Second, "ready", func() bool { return w.Readiness().Ready })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := logBuf.String(); strings.Contains(s, "disconnected") || strings.Contains(s, "WARN") {
+		t.Errorf("a clean shutdown logged:\n%s", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
