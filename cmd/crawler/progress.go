@@ -12,6 +12,9 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/dedup"
@@ -48,6 +51,30 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// termWidth returns the width in columns of the terminal w is, or 0 if
+// unknown.
+func termWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}
+
+// fit cuts line to at most width characters, ending it with "…" if cut; a
+// width ≤ 0 leaves it whole.
+func fit(line string, width int) string {
+	if width <= 0 || utf8.RuneCountInString(line) <= width {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:width-1]) + "…"
 }
 
 func (pr *progress) begin(ctx context.Context) {
@@ -88,7 +115,9 @@ func (pr *progress) begin(ctx context.Context) {
 			}
 			line := pr.line(ctx, st, rate)
 			if pr.tty {
-				fmt.Fprintf(pr.w, "\r\033[K%s", line)
+				// Cut to the terminal's width: a longer line wraps, and
+				// every redraw would scroll.
+				fmt.Fprintf(pr.w, "\r\033[K%s", fit(line, termWidth(pr.w)-1))
 			} else {
 				fmt.Fprintln(pr.w, line)
 			}
