@@ -163,7 +163,8 @@
     } else {
       fill($("outcomes"), null, [["no crawler in this process"]]);
     }
-    fill($("rejected"), ["reason", "links#"], t ? Object.entries(t.rejected || {}).sort((a, b) => b[1] - a[1]).slice(0, MAX_ROWS) : []);
+    const rejected = t ? Object.entries(t.rejected || {}).sort((a, b) => b[1] - a[1]).slice(0, MAX_ROWS) : [];
+    fill($("rejected"), ["reason", "links#"], rejected.length ? rejected : [[t ? "none" : "no counts here", null]]);
 
     // Filter and its layers: the newest SHOWN_LAYERS, the older ones summed.
     if (f) {
