@@ -24,6 +24,22 @@ if ! have redis-server || ! have redis-cli; then
 	fi
 fi
 
+# The server-version tests run an installed nats-server (Debian's is 2.9,
+# older than Sieve's minimum, 2.10) to check that it is refused; the other
+# NATS tests use the embedded server. Debian installs it in /usr/sbin.
+if ! have nats-server && [ ! -x /usr/sbin/nats-server ]; then
+	if [ "$(id -u)" = 0 ] && have apt-get; then
+		echo "test.sh: installing nats-server with apt-get"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nats-server
+		# The package starts a system service; the tests need only the binary.
+		if have systemctl; then systemctl disable --now nats-server >/dev/null 2>&1 || true; fi
+	else
+		echo "test.sh: nats-server is missing; install it (Debian/Ubuntu: sudo apt-get install nats-server)" >&2
+		exit 1
+	fi
+fi
+
 # The live page's browser tests (watch/) drive headless Chromium.
 if ! have chromium && ! have chromium-browser && ! have google-chrome; then
 	if [ "$(id -u)" = 0 ] && have apt-get; then
