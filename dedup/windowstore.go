@@ -287,17 +287,19 @@ const DefaultRedisClockResync = 5 * time.Second
 // slot. Between synchronizations it advances with this process's monotonic
 // clock from the server's time, taken as the midpoint of the TIME round
 // trip: its error is at most half a round trip plus the drift of the local
-// clock over Resync (tens of microseconds a second at worst). A RedisClock
+// clock over Resync (tens of microseconds a second at worst; see
+// Uncertainty). A RedisClock
 // is safe for concurrent use.
 type RedisClock struct {
 	client redis.UniversalClient
 	key    string
 	resync time.Duration
 
-	mu     sync.Mutex
-	synced bool
-	server time.Time // the server's time at the last synchronization
-	local  time.Time // this process's clock (monotonic) at that moment
+	mu      sync.Mutex
+	synced  bool
+	server  time.Time     // the server's time at the last synchronization
+	local   time.Time     // this process's clock (monotonic) at that moment
+	halfRTT time.Duration // half the round trip of that synchronization
 }
 
 // NewRedisClock returns the clock of the server behind client (on a
@@ -328,6 +330,17 @@ func (c *RedisClock) Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("redis clock: %w", err)
 	}
 	t1 := time.Now()
-	c.server, c.local, c.synced = t, t0.Add(t1.Sub(t0)/2), true
+	c.halfRTT = t1.Sub(t0) / 2
+	c.server, c.local, c.synced = t, t0.Add(c.halfRTT), true
 	return c.server.Add(time.Since(c.local)), nil
+}
+
+// Uncertainty bounds how far Now is from the server's time, but for the
+// local clock's drift since the last synchronization: half that
+// synchronization's round trip (the server read its clock somewhere in it),
+// plus the microsecond TIME is given in.
+func (c *RedisClock) Uncertainty() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.halfRTT + time.Microsecond
 }
