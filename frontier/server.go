@@ -122,6 +122,17 @@ func WaitServer(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 	return CheckServer(nc)
 }
 
+// Connected returns nil while nc is connected, else an error matching
+// ErrNotConnected that names the servers nc is trying and why the last
+// attempt failed (when its dialer records it, as config's clients do): what
+// a readiness check should say.
+func Connected(nc *nats.Conn) error {
+	if nc.IsConnected() {
+		return nil
+	}
+	return waitingError(nc)
+}
+
 // dialErrorer is a connection's dialer that remembers why its last dial
 // failed; config's NATS clients use one.
 type dialErrorer interface {

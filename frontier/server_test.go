@@ -113,6 +113,10 @@ func TestWaitingForNATS(t *testing.T) {
 		t.Errorf("nats dependency error %q, want it to name %s and the cause", msg, addr)
 	}
 
+	if err := frontier.Connected(nc); !errors.Is(err, frontier.ErrNotConnected) || !strings.Contains(err.Error(), addr) {
+		t.Errorf("Connected() = %v, want ErrNotConnected naming %s", err, addr)
+	}
+
 	srv.StartAgain()
 	select {
 	case err := <-waited:
@@ -127,6 +131,9 @@ func TestWaitingForNATS(t *testing.T) {
 			t.Fatalf("Ready() = %v after the server came up", w.Ready())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if err := frontier.Connected(nc); err != nil {
+		t.Errorf("Connected() = %v once the server is up", err)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("worker stop: %v", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/watch"
 )
 
@@ -40,12 +41,7 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, reg *prometheus.Regist
 		Role:    "crawler",
 		Crawler: c,
 		Queues:  watch.NewJetStreamQueues(b.js, s.Frontier.Topology()),
-		Checks: map[string]func() error{"nats": func() error {
-			if !b.nc.IsConnected() {
-				return errors.New("not connected")
-			}
-			return nil
-		}},
+		Checks:  map[string]func() error{"nats": func() error { return frontier.Connected(b.nc) }},
 	}
 	if b.dedup != nil {
 		src.Counters = watch.CountersFunc(b.dedup)
