@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 
 	"github.com/redis/go-redis/v9"
 
@@ -64,6 +66,11 @@ func (f Filter) Open(ctx context.Context, rdb redis.UniversalClient, policy stri
 	default:
 		return nil, &FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
 	}
+	if errors.Is(err, dedup.ErrCorrupt) && rdb == nil {
+		if k := snapshotKind(f.Snapshot); k != "" && k != f.Kind {
+			err = &kindError{stored: k, given: f.Kind}
+		}
+	}
 	if err != nil {
 		where := "in memory"
 		if rdb != nil {
@@ -102,4 +109,35 @@ func (f Filter) Save(ctx context.Context, sf SeenFilter) error {
 		return fmt.Errorf("save %s filter %q to %s: %w", f.Kind, f.Name, f.Snapshot, err)
 	}
 	return nil
+}
+
+// kindError is a snapshot of another filter kind than filter.kind.
+type kindError struct{ stored, given string }
+
+func (e *kindError) Error() string {
+	return fmt.Sprintf("%s snapshot, filter.kind is %s", e.stored, e.given)
+}
+
+// Unwrap returns dedup.ErrMismatch: waiting will not help.
+func (e *kindError) Unwrap() error { return dedup.ErrMismatch }
+
+// snapshotKind names the filter kind a snapshot file holds, from its magic
+// bytes (see dedup's snapshot formats), or "" if it is neither.
+func snapshotKind(path string) string {
+	file, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer file.Close()
+	var magic [8]byte
+	if _, err := io.ReadFull(file, magic[:]); err != nil {
+		return ""
+	}
+	switch string(magic[:]) {
+	case "SIEVEBF\n":
+		return "bloom"
+	case "SIEVECKO":
+		return "cuckoo"
+	}
+	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -78,5 +79,31 @@ func TestFilterOpenUnknownKind(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "filter.kind" {
 		t.Fatalf("err = %v, want a FieldError for filter.kind", err)
+	}
+}
+
+// TestFilterOpenOtherKind checks that a snapshot of the other filter kind
+// is reported as such (issue 10 item 6: a cuckoo snapshot opened as a Bloom
+// filter was "corrupt"), as a mismatch.
+func TestFilterOpenOtherKind(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct{ stored, given string }{{"cuckoo", "bloom"}, {"bloom", "cuckoo"}} {
+		fc := Default().Filter
+		fc.Kind, fc.Capacity = tt.stored, 1000
+		fc.Snapshot = filepath.Join(t.TempDir(), "seen")
+		f, err := fc.Open(ctx, nil, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fc.Save(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		fc.Kind = tt.given
+		_, err = fc.Open(ctx, nil, "p")
+		want := tt.stored + " snapshot, filter.kind is " + tt.given
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, dedup.ErrMismatch) {
+			t.Errorf("open a %s snapshot as %s: %v, want %q (a mismatch)", tt.stored, tt.given, err, want)
+		}
 	}
 }

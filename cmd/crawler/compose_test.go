@@ -26,7 +26,7 @@ type composeFile struct {
 		Volumes     []string          `yaml:"volumes"`
 		Ports       []string          `yaml:"ports"`
 		Container   string            `yaml:"container_name"`
-		DependsOn   dependsOn `yaml:"depends_on"`
+		DependsOn   dependsOn         `yaml:"depends_on"`
 		Healthcheck *struct {
 			Test []string `yaml:"test"`
 		} `yaml:"healthcheck"`

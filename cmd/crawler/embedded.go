@@ -83,11 +83,11 @@ func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Lo
 	b.stopWorker = func() error {
 		once.Do(func() {
 			stop()
-			stopErr = errors.Join(<-done, w.Close())
+			stopErr = <-done
 		})
 		return stopErr
 	}
-	b.closers = append(b.closers, b.stopWorker)
+	b.closers = append(b.closers, w.Close, b.stopWorker) // stopped, then closed
 	return nil
 }
 

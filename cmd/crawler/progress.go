@@ -180,9 +180,6 @@ func summarize(ctx context.Context, c *crawl.Crawler, p *backend, topo frontier.
 		if fst, err := p.worker.FilterStats(qctx); err == nil {
 			sum.Filter = &fst
 		}
-		if st, ok := p.worker.SnapshotStatus(); ok {
-			sum.Snapshot = &st
-		}
 	}
 	if d, err := crawl.QueueDepth(qctx, p.js, topo); err == nil {
 		sum.Left = &d

@@ -156,12 +156,19 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	if p.stopWorker != nil {
 		// Let the embedded worker finish what the crawler published, so
 		// the summary counts it (and the next run finds it admitted), then
-		// stop it: its filter is saved.
+		// stop it.
 		p.drain(ctx, topo, 30*time.Second)
 		w.close(logger) // the page is done: its sources close now
 		stopErr = p.stopWorker()
 	}
 	sum := summarize(ctx, c, p, topo, elapsed, end, base)
+	if p.worker != nil {
+		// Closing the worker saves its filter: the summary shows the save.
+		stopErr = errors.Join(stopErr, p.worker.Close())
+		if st, ok := p.worker.SnapshotStatus(); ok {
+			sum.Snapshot = &st
+		}
+	}
 	if jsonOut {
 		err = json.NewEncoder(stdout).Encode(sum)
 	} else {
@@ -183,8 +190,8 @@ type backend struct {
 	dedup func(ctx context.Context, topN int) (stats.Snapshot, error)
 	// worker is the embedded dedup worker; nil for an external pipeline.
 	worker *pipeline.Worker
-	// stopWorker stops the embedded dedup worker and saves its filter;
-	// nil for an external pipeline.
+	// stopWorker stops the embedded dedup worker (worker.Close then saves
+	// its filter); nil for an external pipeline.
 	stopWorker func() error
 	closers    []func() error
 }

@@ -57,6 +57,9 @@ type crawlSettings struct {
 func defaultSettings() settings {
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0" // the watch page on a free loopback port, printed at start
+	// The crawler opens a filter only in embedded mode, mostly for small
+	// crawls: it starts small (0.4 MB) and grows with the crawl.
+	cfg.Filter.Capacity = 100_000
 	return settings{
 		Config: cfg,
 		Crawl: crawlSettings{

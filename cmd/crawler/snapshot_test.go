@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +80,36 @@ func TestKilledRunRefetchesLittle(t *testing.T) {
 	// forgot is what it admitted in the moments since the snapshot.
 	if refetched > 10 {
 		t.Errorf("the rerun fetched %d pages again, want at most 10 (first run fetched %d)", refetched, fetched)
+	}
+}
+
+// TestSmallCrawlSmallFilter checks that a small embedded crawl keeps a
+// small filter and snapshot, of either kind (issue 10 item 6: a 383-URL demo
+// held a 38 MiB filter and wrote a 40 MB snapshot; a cuckoo snapshot of 2
+// URLs was 54 MB).
+func TestSmallCrawlSmallFilter(t *testing.T) {
+	for _, kind := range []string{"bloom", "cuckoo"} {
+		t.Run(kind, func(t *testing.T) {
+			site := startSite(t, testsite.Options{Pages: 20})
+			dir := t.TempDir()
+			code, stdout, stderr := runCLI(t, t.Context(), "run", "--embedded", "--data-dir", dir, "--seed", site.URL,
+				"--idle-exit", "1s", "--progress", "never", "--json", "--filter-kind", kind,
+				"--crawl-host-delay", "0", "--crawl-retry-backoff", "100ms", "--crawl-max-depth", "3")
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			var sum runSummary
+			if err := json.Unmarshal([]byte(stdout), &sum); err != nil || sum.Filter == nil {
+				t.Fatalf("summary: %v\n%s", err, stdout)
+			}
+			fi, err := os.Stat(filepath.Join(dir, "seen."+kind))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const limit = 1 << 20
+			if sum.Filter.MemoryBytes > limit || fi.Size() > limit {
+				t.Errorf("%d URLs: filter %d bytes, snapshot %d bytes, want at most %d each", sum.Filter.Items, sum.Filter.MemoryBytes, fi.Size(), limit)
+			}
+		})
 	}
 }
