@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -316,5 +317,34 @@ func TestServerDir(t *testing.T) {
 	}
 	if r, live, err = ReadDir(t.Context(), dir); err != nil || live || r.Shared.Totals.Admitted != 3 {
 		t.Errorf("ReadDir with a stale URL file = live %v, %v", live, err)
+	}
+}
+
+// TestServerCloseLeaksNothing checks that Close ends the sampler and the HTTP
+// server's goroutines, with a page being served.
+func TestServerCloseLeaksNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()}, Options{Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, PageURL(addr.String())+"stats"); code != http.StatusOK {
+		t.Fatalf("/stats = %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
