@@ -117,6 +117,10 @@ func (t Topology) CrawlsBucket() string { return t.upperPrefix() + "_CRAWLS" }
 // each redirect target: <PREFIX>_REDIRECTS.
 func (t Topology) RedirectsBucket() string { return t.upperPrefix() + "_REDIRECTS" }
 
+// WatchBucket is the key-value bucket in which every process's watch server
+// announces itself (package watch): <PREFIX>_WATCH.
+func (t Topology) WatchBucket() string { return t.upperPrefix() + "_WATCH" }
+
 // DiscoveredSubject is the subject a crawler publishes a crawl's pages to:
 // <prefix>.discovered.<crawl>.
 func (t Topology) DiscoveredSubject(crawl string) string {

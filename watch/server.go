@@ -49,6 +49,9 @@ type Options struct {
 	// Registry receives the filter and queue metrics and is served at
 	// /metrics; nil: a registry of the Server's own.
 	Registry Registry
+	// AnnounceEvery is how often the process announces itself to
+	// Sources.Peers and reads the others' announcements: 5s.
+	AnnounceEvery time.Duration
 	// Dir, if set, is a directory the Server announces itself in (URLFile,
 	// from Listen until Close) and leaves its last report in (ReportFile, at
 	// Close): an embedded crawl's data directory, read by ReadDir.
@@ -66,6 +69,9 @@ func (o Options) withDefaults() Options {
 		o.History = time.Hour
 	}
 	o.FilterEvery = max(o.FilterEvery, o.Interval)
+	if o.AnnounceEvery <= 0 {
+		o.AnnounceEvery = 5 * time.Second
+	}
 	if o.TopHosts <= 0 {
 		o.TopHosts = 20
 	}
@@ -90,10 +96,12 @@ type Server struct {
 	started time.Time
 	series  *series
 
-	mu       sync.Mutex
-	last     Report
-	failing  map[string]bool
-	filterAt time.Time
+	mu          sync.Mutex
+	last        Report
+	failing     map[string]bool
+	filterAt    time.Time
+	announcedAt time.Time
+	peers       []Peer
 
 	srv       *http.Server
 	addr      net.Addr
@@ -107,6 +115,12 @@ type Server struct {
 // returns and then one every Interval until Close.
 func New(src Sources, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	if src.ID == "" && src.Crawler != nil {
+		src.ID = src.Crawler.ID()
+	}
+	if src.ID == "" {
+		src.ID = defaultID(src.Role)
+	}
 	s := &Server{
 		src:     src,
 		opts:    opts,
@@ -203,6 +217,11 @@ func (s *Server) Close() error {
 		s.cancel()
 		s.wg.Wait()
 		errs = append(errs, s.retire())
+		if s.src.Peers != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			errs = append(errs, s.src.Peers.Leave(ctx, s.src.ID))
+			cancel()
+		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
@@ -292,6 +311,8 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 		Duplicates: s.series.rate("duplicates", win), Rejected: s.series.rate("rejected", win),
 		Fetched: s.series.rate("fetched", win),
 	}
+	r.ID = src.ID
+	s.announcePeers(ctx, &r)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -308,6 +329,36 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 	for part := range r.Errors {
 		s.failing[part] = true
 	}
+}
+
+// announcePeers tells Sources.Peers about this process and reads the others,
+// every AnnounceEvery; between, r shows the last list read.
+func (s *Server) announcePeers(ctx context.Context, r *Report) {
+	if s.src.Peers == nil {
+		return
+	}
+	s.mu.Lock()
+	due := r.At.Sub(s.announcedAt) >= s.opts.AnnounceEvery
+	peers := s.peers
+	url := ""
+	if s.addr != nil {
+		url = PageURL(s.addr.String())
+	}
+	s.mu.Unlock()
+	if due {
+		err := s.src.Peers.Announce(ctx, Peer{ID: s.src.ID, Role: s.src.Role, URL: url, Ready: r.Ready, Started: s.started, At: r.At, Rates: r.Rates})
+		if err == nil {
+			peers, err = s.src.Peers.List(ctx)
+		}
+		if err != nil {
+			r.fail("peers", err)
+		} else {
+			s.mu.Lock()
+			s.announcedAt, s.peers = r.At, peers
+			s.mu.Unlock()
+		}
+	}
+	r.Peers = peers
 }
 
 // crawlerValues puts a crawler's counts into a sample, under prefix.

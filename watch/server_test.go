@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/stats"
 )
 
@@ -81,6 +83,9 @@ func TestServerSurface(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("/stats %s = %d, want %d", tc.what, tc.got, tc.want)
 		}
+	}
+	if len(got.Peers) != 1 || got.Peers[0].ID != p.crawler.ID() || got.Peers[0].Role != "embedded" || got.Peers[0].URL != p.url || !got.Peers[0].Ready {
+		t.Errorf("/stats peers %+v, want this process (%s at %s), ready", got.Peers, p.crawler.ID(), p.url)
 	}
 	if len(got.Filter.Layers) < 2 {
 		t.Errorf("filter has %d layers; the test's small first layer should have grown", len(got.Filter.Layers))
@@ -347,4 +352,42 @@ func TestServerCloseLeaksNothing(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestPeers runs two servers on one NATS: each lists both, with their roles;
+// one that closes leaves the list at once.
+func TestPeers(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	topo := frontier.Topology{Prefix: "peers"}
+	start := func(role string) *Server {
+		s, err := New(Sources{Role: role, ID: role + "-1", Counters: stats.NewMemory(), Peers: NewJetStreamPeers(srv.JetStream(), topo, 0)},
+			Options{Interval: 20 * time.Millisecond, AnnounceEvery: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	worker, crawler := start("dedup-worker"), start("crawler")
+	ids := func(s *Server) string {
+		var out []string
+		for _, p := range s.Report().Peers {
+			out = append(out, p.Role+":"+p.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: worker sees %q, crawler sees %q", what, ids(worker), ids(crawler))
+			}
+		}
+	}
+	const both = "crawler:crawler-1 dedup-worker:dedup-worker-1"
+	waitUntil("both see both", func() bool { return ids(worker) == both && ids(crawler) == both })
+	if err := crawler.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("the crawler left", func() bool { return ids(worker) == "dedup-worker:dedup-worker-1" })
 }

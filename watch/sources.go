@@ -64,6 +64,12 @@ type Sources struct {
 	Queues   Queues
 	Worker   Worker
 	Crawler  Crawler
+	// Peers is where the deployment's processes announce themselves: this
+	// one every Options.AnnounceEvery, and the page lists them all.
+	Peers Peers
+	// ID names this process among its peers: the crawler's ID, else
+	// role-host-pid.
+	ID string
 	// Checks are extra readiness checks by name (a dependency the process
 	// needs, or a state such as "starting"): /readyz answers 503 while one
 	// returns an error. A Worker's Readiness is checked as "worker".
@@ -99,6 +105,10 @@ type Report struct {
 	Streams *Depths `json:"streams,omitempty"`
 	// Rates are recent per-second rates, from the time series.
 	Rates Rates `json:"rates"`
+	// ID names this process among Peers, the live processes of the
+	// deployment (as of their last announcements).
+	ID    string `json:"id"`
+	Peers []Peer `json:"peers,omitempty"`
 	// Errors says why a part is missing.
 	Errors map[string]string `json:"errors,omitempty"`
 }

@@ -41,6 +41,7 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, reg *prometheus.Regist
 		Role:    "crawler",
 		Crawler: c,
 		Queues:  watch.NewJetStreamQueues(b.js, s.Frontier.Topology()),
+		Peers:   watch.NewJetStreamPeers(b.js, s.Frontier.Topology(), 0),
 		Checks:  map[string]func() error{"nats": func() error { return frontier.Connected(b.nc) }},
 	}
 	if b.dedup != nil {

@@ -75,6 +75,7 @@ func (m *Main) Open() error {
 				Filter:   watch.FilterFunc(m.w.FilterStats),
 				Queues:   watch.NewJetStreamQueues(js, m.w.Topology()),
 				Worker:   m.w,
+				Peers:    watch.NewJetStreamPeers(js, m.w.Topology(), 0),
 			}, watch.Options{Registry: m.reg, Logger: m.Logger})
 		}
 		if err != nil {

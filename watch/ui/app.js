@@ -227,6 +227,16 @@
     }
     fill($("processes"), null, procs);
 
+    // The deployment's processes, as they last announced themselves.
+    const peers = r.peers || [];
+    $("peer-count").textContent = peers.length ? "(" + peers.length + ")" : "";
+    fill($("peers"), ["process", "state", "rate#", "seen"], peers.slice(0, MAX_ROWS).map((p) => [
+      { cls: "host", text: p.role + " " + p.id + (p.id === r.id ? " (this)" : "") },
+      p.ready ? "ready" : "not ready",
+      p.role === "dedup-worker" ? rate(p.rates.admitted) + " admitted" : rate(p.rates.fetched) + " fetched",
+      Math.max(0, Math.round((new Date(r.at) - new Date(p.at)) / 1000)) + "s ago",
+    ]));
+
     // Crawls.
     const crows = [...ids].sort().slice(0, MAX_ROWS).map((id) => {
       const c = (r.crawler && r.crawler.crawls && r.crawler.crawls[id]) || {};
