@@ -170,8 +170,8 @@ func TestEmbeddedWatch(t *testing.T) {
 	if code, out, errs := command(t, bin, "stats", "--data-dir", dir); code != 0 || !strings.Contains(out, watchtest.Num(st.Fetched)) {
 		t.Errorf("crawler stats (table) after the run: exit %d\n%s%s", code, out, errs)
 	}
-	// The filter's settings are the crawl's (testRunFlags).
-	code, out, errs = command(t, worker, "stats", "--data-dir", dir, "--filter-capacity", "100000", "--json")
+	// The filter's size (testRunFlags) comes from the crawl's report.
+	code, out, errs = command(t, worker, "stats", "--data-dir", dir, "--json")
 	wrep = watch.Report{}
 	if err := json.Unmarshal([]byte(out), &wrep); code != 0 || err != nil || wrep.Shared == nil || wrep.Filter == nil ||
 		wrep.Shared.Totals.Admitted != tot.Admitted || wrep.Filter.Items != uint64(tot.Admitted) {
@@ -183,8 +183,8 @@ func TestEmbeddedWatch(t *testing.T) {
 		code     int
 		contains string
 	}{
-		{"seen", []string{"check", "--data-dir", dir, "--filter-capacity", "100000", site.URL}, 0, "seen\t"},
-		{"new", []string{"check", "--data-dir", dir, "--filter-capacity", "100000", site.URL + "never-linked"}, 0, "new\t"},
+		{"seen", []string{"check", "--data-dir", dir, site.URL}, 0, "seen\t"},
+		{"new", []string{"check", "--data-dir", dir, site.URL + "never-linked"}, 0, "new\t"},
 		// A snapshot that does not exist is an error, never "new".
 		{"no snapshot", []string{"check", "--data-dir", filepath.Join(dir, "nothing"), site.URL}, 1, "does not exist"},
 		{"no snapshot file", []string{"check", "--filter-snapshot", filepath.Join(dir, "seen.nothing"), site.URL}, 1, "does not exist"},

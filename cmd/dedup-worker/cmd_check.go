@@ -27,7 +27,7 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	useDataDir(cfg, flagValue(fs, "data-dir"))
+	useDataDir(ctx, cfg, flagValue(fs, "data-dir"))
 	var t tools
 	if err := t.open(ctx, cfg, n.Version(), false); err != nil {
 		return fail(err)

@@ -22,10 +22,28 @@ func checkFlags(fs *flag.FlagSet) {
 	dataDirFlag(fs)
 }
 
-// useDataDir points an in-memory filter's snapshot at the embedded crawl's in
-// dir, unless filter.snapshot names one.
-func useDataDir(cfg *config.Config, dir string) {
-	if dir != "" && cfg.Filter.Snapshot == "" && !cfg.Redis.Enabled() {
+// useDataDir points an in-memory filter at the embedded crawl's in dir: its
+// snapshot file, and its kind and size as the report the crawl serves or
+// left says, unless they were given (filter.snapshot, or a kind, capacity or
+// fpp other than the defaults).
+func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
+	if dir == "" || cfg.Redis.Enabled() {
+		return
+	}
+	def := config.Default().Filter
+	if r, _, err := watch.ReadDir(ctx, dir); err == nil && r.Filter != nil && len(r.Filter.Layers) > 0 {
+		f := r.Filter
+		if cfg.Filter.Kind == def.Kind {
+			cfg.Filter.Kind = f.Kind
+		}
+		if cfg.Filter.Capacity == def.Capacity {
+			cfg.Filter.Capacity = int64(f.Layers[0].Capacity)
+		}
+		if cfg.Filter.FPP == def.FPP {
+			cfg.Filter.FPP = f.TargetFPP
+		}
+	}
+	if cfg.Filter.Snapshot == "" {
 		cfg.Filter.Snapshot = filepath.Join(dir, "seen."+cfg.Filter.Kind)
 	}
 }
@@ -52,7 +70,7 @@ func snapshotReport(ctx context.Context, cfg *config.Config, dir string) (report
 		case !errors.Is(err, watch.ErrNothingInDir):
 			return rep, err
 		}
-		useDataDir(cfg, dir)
+		useDataDir(ctx, cfg, dir)
 	}
 	canon, err := cfg.Normalize.Normalizer()
 	if err != nil {
