@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -347,4 +348,32 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestWorkerCloseLeaksNoGoroutine checks that Close ends every goroutine
+// Open and Run started: the worker's, the snapshot loop, the NATS client's.
+func TestWorkerCloseLeaksNoGoroutine(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	js := nsrv.JetStream()
+	cfg := testConfig(nsrv.URL(), "")
+	cfg.Filter.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
+	cfg.Filter.SnapshotInterval = 20 * time.Millisecond
+	topo := cfg.Frontier.Topology()
+	ensure(t, js, topo)
+	before := runtime.NumGoroutine()
+	w := &pipeline.Worker{Config: cfg}
+	stop := start(t, w)
+	publish(t, js, topo, 1, "/a", "/b")
+	waitFor(t, 10*time.Second, "a snapshot", func() bool { s, _ := w.SnapshotStatus(); return s.Items == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
