@@ -352,6 +352,16 @@ func (w *Worker) FilterStats(ctx context.Context) (dedup.Stats, error) {
 	return f.Stats(ctx)
 }
 
+// Contains reports, per key, whether the filter holds it (adding nothing),
+// or ErrNotOpen.
+func (w *Worker) Contains(ctx context.Context, keys [][]byte) ([]bool, error) {
+	f := w.seenFilter()
+	if f == nil {
+		return nil, ErrNotOpen
+	}
+	return f.Contains(ctx, keys)
+}
+
 // StatsSnapshot returns the shared statistics with the topN hosts, or
 // ErrNotOpen.
 func (w *Worker) StatsSnapshot(ctx context.Context, topN int) (stats.Snapshot, error) {

@@ -70,8 +70,8 @@ var ErrNothingInDir = errors.New("watch: no process has run in this directory")
 // saved when it stopped. A URL file left by a process that was killed is
 // passed over for the saved report.
 func ReadDir(ctx context.Context, dir string) (r Report, live bool, err error) {
-	if b, err := os.ReadFile(filepath.Join(dir, URLFile)); err == nil {
-		if r, err := Fetch(ctx, strings.TrimSpace(string(b))+"stats"); err == nil {
+	if url := pageURL(dir); url != "" {
+		if r, err := Fetch(ctx, url+"stats"); err == nil {
 			return r, true, nil
 		}
 	}
@@ -85,6 +85,39 @@ func ReadDir(ctx context.Context, dir string) (r Report, live bool, err error) {
 		return r, false, fmt.Errorf("watch: %s: %w", filepath.Join(dir, ReportFile), err)
 	}
 	return r, false, nil
+}
+
+// pageURL returns the page URL announced in dir, or "".
+func pageURL(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, URLFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// RunningURL returns the page URL of the process that keeps its files in
+// dir if it runs and answers, else "".
+func RunningURL(ctx context.Context, dir string) string {
+	url := pageURL(dir)
+	if url == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"healthz", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	return url
 }
 
 // Fetch reads the report at url (a Server's /stats), within 5 seconds.

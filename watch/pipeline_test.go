@@ -81,7 +81,7 @@ func startPipeline(tb testing.TB, pages int) *testPipeline {
 	p.queues = NewJetStreamQueues(srv.JetStream(), topo)
 	p.watch, err = New(Sources{
 		Role: "embedded", Counters: CountersFunc(p.worker.StatsSnapshot), Filter: FilterFunc(p.worker.FilterStats),
-		Queues: p.queues, Worker: p.worker, Crawler: p.crawler, Peers: NewJetStreamPeers(srv.JetStream(), topo, 0),
+		Membership: p.worker, Queues: p.queues, Worker: p.worker, Crawler: p.crawler, Peers: NewJetStreamPeers(srv.JetStream(), topo, 0),
 	}, Options{Interval: 200 * time.Millisecond, AnnounceEvery: 200 * time.Millisecond, Registry: reg})
 	if err != nil {
 		tb.Fatal(err)

@@ -396,7 +396,7 @@ func (s *Server) ready() (bool, map[string]string) {
 }
 
 // Handler serves the watch surface: / (the page and its files), /stats,
-// /series, /metrics, /healthz and /readyz.
+// /series, /metrics, /healthz, /readyz, and POST /contains.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	page, _ := fs.Sub(ui, "ui")
@@ -408,6 +408,7 @@ func (s *Server) Handler() http.Handler {
 		after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 		writeJSON(w, http.StatusOK, s.Samples(after))
 	})
+	mux.HandleFunc("POST /contains", s.serveContains)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

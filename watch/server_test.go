@@ -163,6 +163,17 @@ func TestServerSurface(t *testing.T) {
 		}
 	}
 	checkDashboard(t, mf)
+
+	// /contains answers from the running filter.
+	seen, err := Contains(t.Context(), p.url, [][]byte{[]byte(p.site.URL), []byte(p.site.URL + "never-linked")})
+	if err != nil || len(seen) != 2 || !seen[0] || seen[1] {
+		t.Errorf("Contains(seed, unlinked) = %v, %v; want [true false]", seen, err)
+	}
+	if resp, err := http.Post(p.url+"contains", "application/json", strings.NewReader("[1,2]")); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST /contains with a bad body: %v %v, want 400", resp.Status, err)
+	} else {
+		resp.Body.Close()
+	}
 	if got.Growth == 0 || got.Growth != f.Layers[len(f.Layers)-1].Capacity-f.Layers[len(f.Layers)-1].Items {
 		t.Errorf("growth remaining %d, newest layer %+v", got.Growth, f.Layers[len(f.Layers)-1])
 	}

@@ -22,6 +22,12 @@ type Filter interface {
 	Stats(ctx context.Context) (dedup.Stats, error)
 }
 
+// Membership answers which canonical URLs the filter holds, adding nothing
+// (pipeline.Worker): /contains, which "dedup-worker check --data-dir" asks.
+type Membership interface {
+	Contains(ctx context.Context, keys [][]byte) ([]bool, error)
+}
+
 // Queues reads the pipeline's queue depths (JetStreamQueues).
 type Queues interface {
 	Depths(ctx context.Context) (Depths, error)
@@ -61,9 +67,11 @@ type Sources struct {
 	Role     string
 	Counters Counters
 	Filter   Filter
-	Queues   Queues
-	Worker   Worker
-	Crawler  Crawler
+	// Membership serves POST /contains; nil: 404.
+	Membership Membership
+	Queues     Queues
+	Worker     Worker
+	Crawler    Crawler
 	// Peers is where the deployment's processes announce themselves: this
 	// one every Options.AnnounceEvery, and the page lists them all.
 	Peers Peers

@@ -51,6 +51,7 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, reg *prometheus.Regist
 		src.Role = "embedded"
 		src.Filter = watch.FilterFunc(b.worker.FilterStats)
 		src.Worker = b.worker
+		src.Membership = b.worker
 	}
 	opts := watch.Options{Registry: reg, Logger: logger}
 	if s.Embedded {

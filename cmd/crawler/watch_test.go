@@ -102,6 +102,20 @@ func TestEmbeddedWatch(t *testing.T) {
 		t.Fatalf("dedup-worker stats --data-dir while running: exit %d, %v; stdout %s stderr %s", code, err, out, errs)
 	}
 
+	// check asks the running process, not the snapshot file: with the file
+	// moved away the seed is still seen.
+	snap := filepath.Join(dir, "seen.bloom")
+	if err := os.Rename(snap, snap+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := command(t, worker, "check", "--data-dir", dir, site.URL, site.URL+"never-linked"); code != 0 ||
+		!strings.Contains(out, "seen\t") || !strings.Contains(out, "new\t") {
+		t.Errorf("dedup-worker check --data-dir while running: exit %d, %q %q", code, out, errs)
+	}
+	if err := os.Rename(snap+".away", snap); err != nil {
+		t.Fatal(err)
+	}
+
 	ids := []string{"total-fetched", "total-links", "total-admitted", "total-duplicates", "total-rejected", "total-retried",
 		"total-filter", "outcome-2xx", "outcome-3xx", "outcome-4xx", "outcome-5xx", "outcome-robots", "outcome-failed"}
 	page, err := watchtest.Text(ctx, ids...)

@@ -27,19 +27,22 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	useDataDir(ctx, cfg, flagValue(fs, "data-dir"))
-	var t tools
-	if err := t.open(ctx, cfg, n.Version(), false); err != nil {
-		return fail(err)
-	}
-	defer t.close()
-
-	lines, err := answerURLs(n, flagValue(fs, "base"), urls, "new", "seen", func(keys [][]byte) ([]bool, error) {
-		if t.filter == nil {
-			return make([]bool, len(keys)), nil
+	contains := remoteContains(ctx, flagValue(fs, "data-dir"))
+	if contains == nil {
+		useDataDir(ctx, cfg, flagValue(fs, "data-dir"))
+		var t tools
+		if err := t.open(ctx, cfg, n.Version(), false); err != nil {
+			return fail(err)
 		}
-		return t.filter.Contains(ctx, keys)
-	})
+		defer t.close()
+		contains = func(keys [][]byte) ([]bool, error) {
+			if t.filter == nil {
+				return make([]bool, len(keys)), nil
+			}
+			return t.filter.Contains(ctx, keys)
+		}
+	}
+	lines, err := answerURLs(n, flagValue(fs, "base"), urls, "new", "seen", contains)
 	if err != nil {
 		return fail(err)
 	}

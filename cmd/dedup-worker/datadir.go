@@ -48,6 +48,19 @@ func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
 	}
 }
 
+// remoteContains asks the running embedded crawl in dir, if there is one,
+// which keys its filter holds; nil when none runs there.
+func remoteContains(ctx context.Context, dir string) func(keys [][]byte) ([]bool, error) {
+	if dir == "" {
+		return nil
+	}
+	url := watch.RunningURL(ctx, dir)
+	if url == "" {
+		return nil
+	}
+	return func(keys [][]byte) ([]bool, error) { return watch.Contains(ctx, url, keys) }
+}
+
 // fromWatch is a watch server's report as "dedup-worker stats" shows it.
 func fromWatch(r watch.Report) report {
 	return report{Worker: r.Worker, Shared: r.Shared, Filter: r.Filter, Streams: r.Streams, Errors: r.Errors}

@@ -70,12 +70,13 @@ func (m *Main) Open() error {
 		js, err := jetstream.New(m.w.NATS())
 		if err == nil {
 			m.watch, err = watch.New(watch.Sources{
-				Role:     "dedup-worker",
-				Counters: watch.CountersFunc(m.w.StatsSnapshot),
-				Filter:   watch.FilterFunc(m.w.FilterStats),
-				Queues:   watch.NewJetStreamQueues(js, m.w.Topology()),
-				Worker:   m.w,
-				Peers:    watch.NewJetStreamPeers(js, m.w.Topology(), 0),
+				Role:       "dedup-worker",
+				Counters:   watch.CountersFunc(m.w.StatsSnapshot),
+				Filter:     watch.FilterFunc(m.w.FilterStats),
+				Membership: m.w,
+				Queues:     watch.NewJetStreamQueues(js, m.w.Topology()),
+				Worker:     m.w,
+				Peers:      watch.NewJetStreamPeers(js, m.w.Topology(), 0),
 			}, watch.Options{Registry: m.reg, Logger: m.Logger})
 		}
 		if err != nil {
