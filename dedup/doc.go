@@ -12,9 +12,10 @@
 //     bound; the filter of the single-machine embedded mode, persisted with
 //     Save and LoadScalableBloom.
 //   - RedisBloom: the same scalable layers kept in Redis and sharded across
-//     keys (its documentation describes the sharding), shared by many
-//     workers; each process keeps a local mirror of the bits it can prove
-//     set, which answers repeated keys without Redis.
+//     keys (its documentation describes the sharding and the protocol),
+//     shared by many workers, on plain Redis: one pipelined BITFIELD per
+//     shard a batch, no script; each process keeps a local mirror of the
+//     bits it can prove set, which answers repeated keys without Redis.
 //   - Cuckoo and RedisCuckoo: growing cuckoo filters, in memory and in
 //     Redis, which can also forget keys.
 //   - Window: a revisit window over any of the growing kinds, in which a

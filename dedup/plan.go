@@ -200,7 +200,7 @@ func (p *FilterPlan) planBloom(o PlanOptions, gens []int64) error {
 	}
 	ro := RedisBloomOptions{InitialCapacity: p.Growth.InitialCapacity, TargetFPP: p.Growth.TargetFPP,
 		Factor: p.Growth.Factor, Tightening: p.Growth.Tightening, Shards: o.Shards}.withDefaults()
-	rb, err := newRedisBloom(nil, "plan", ro)
+	rb, err := newRedisBloom(nil, "plan", ro, redisBloomLayout)
 	if err != nil {
 		return fmt.Errorf("in redis: %w", err)
 	}

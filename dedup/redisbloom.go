@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -23,9 +24,14 @@ const (
 )
 
 // redisBloomLayout versions the Redis layout of a RedisBloom (key names,
-// state fields, bit positions). It is stored in the metadata; a filter
-// written under another layout is refused.
-const redisBloomLayout = "1"
+// state fields, bit positions, frozen flags). It is stored in the
+// metadata. Layout 2 is the native protocol; a filter written under layout
+// 1 (the script protocol, before frozen flags) is still served, with that
+// protocol; any other layout is refused with a *MismatchError on "layout".
+const (
+	redisBloomLayout       = "2"
+	redisBloomLayoutScript = "1"
+)
 
 // redisBloomHash names the hash and bit layout, stored in the metadata.
 const redisBloomHash = "murmur3_x64_128/guava_mitz64"
@@ -120,77 +126,112 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 // binomial count of keys a shard receives (see redisShardCapacity), so the
 // whole grows like one filter of InitialCapacity. For a filter named N,
 // shard j keeps, all under the Cluster hash tag {N:j} (one slot, so one
-// script can touch them all):
+// transaction can touch them all):
 //
-//	{N:j}:state        hash: "layers" = layer count, "n<i>" = keys admitted
-//	                   into layer i
+//	{N:j}:state        hash: "n<i>" = keys admitted into layer i; "layers"
+//	                   = a lower bound of the layer count (written once a
+//	                   shard grows; absent = 1)
 //	{N:j}:bits:<i>:<c> string: chunk c of layer i's bit array, bits
 //	                   [c·8·ChunkBytes, (c+1)·8·ChunkBytes); bit b of the
-//	                   array is Redis bit (b mod 8·ChunkBytes) of its chunk
+//	                   array is Redis bit (b mod 8·ChunkBytes) of its chunk;
+//	                   then an 8-byte tail: in chunk 0, the layer's
+//	                   admission counter, whose first bit is its frozen
+//	                   flag (see below)
 //
-// and N:meta, a hash, holds the parameters (see OpenRedisBloom). A chunk is
-// allocated at its full size when its layer admits its first key.
+// and N:meta, a hash, holds the parameters (see OpenRedisBloom), among them
+// the layout version, 2. A chunk is allocated at its full size by its first
+// write. Filters written by earlier versions (layout 1: no tails, a Lua
+// script per batch) are still served, by that script; see OpenRedisBloom.
 //
-// # Round trips
+// # The native protocol
 //
 // TestAndAdd and Contains hash the batch in Go and compute every key's bit
-// positions in every layer of its shard (the 64-bit arithmetic of Guava's
-// layout is beyond Lua's doubles), packed as MessagePack. On a single server
-// one EVALSHA serves all shards (up to 1,024 keys a call, more calls beyond,
-// pipelined): one round trip per batch. On a cluster each shard needs its
-// own EVALSHA (a script may touch one hash slot only); go-redis pipelines
-// them per master, in parallel: one round trip per master. The script
-// answers one flag per key. A shard that grew since the caller last looked
-// (or grows during the batch) answers "stale" for the keys it could not
-// place, and those go again with positions for the new layer: one more
-// round trip per growth event, O(log n) times in a shard's life.
+// positions (Guava's layout, 64-bit arithmetic); Redis computes nothing, so
+// the layout needs no Lua twin. Each process first answers what its local
+// mirror of the bits can prove (see bloomMirror and MirrorBytes): a key
+// whose bits are all set in a mirrored layer is present, and older layers
+// the mirror holds whole copies of are checked in Go. Older layers it does
+// not hold are read with BITFIELD_RO, one round trip more. The rest go to
+// the shard's newest layer in one BITFIELD per shard (per chunk), all
+// shards in one pipeline: one round trip a batch, one per master on a
+// cluster. A TestAndAdd call there is, in order:
 //
-// Before any of that, each process answers what its local mirror of the
-// bits can prove (see bloomMirror and MirrorBytes): a key whose bits are all
-// set in a mirrored layer is present without asking Redis (a Bloom bit never
-// goes back to 0), and older layers the mirror holds whole copies of are
-// checked in Go, so the script reads only the newest layer. A crawl's
-// repeated URLs thus cost Redis nothing once this process has seen them.
+//	HINCRBY {N:j}:state n<i> <keys>                 the count, for Stats
+//	BITFIELD {N:j}:bits:<i>:0 GET u1 <flag>          frozen before this call?
+//	    OVERFLOW SAT INCRBY u63 <flag> <keys·step>   count the keys
+//	    SET u1 <tail's last bit> 0                   allocate
+//	    SET u1 <bit> 1 …                             each key's bits
 //
-// Inside the script a layer is probed with BITFIELD (about 0.5 µs of Redis
-// time a bit, in rounds that drop a key at its first 0 bit), or, when the
-// layer is small next to the work the batch would do on it, read whole with
-// one GET (about 1.8 ns a byte) and tested in Lua (about 50 ns a bit). New
-// bits are set with BITFIELD SET. Large batches therefore cost Redis less per
-// key than small ones.
+// BITFIELD SET answers each bit's old value and runs its operations in
+// order, so a key is new exactly when some of its bits was 0, and a key
+// repeated in the call finds the bits its first copy set. Bits the mirror
+// already holds as 1 are left out (they would answer 1). Keys that were not
+// new are taken off both counts in a second round trip, only when there are
+// any; Contains sends the same with GET instead of SET, and no counting.
+//
+// # Growth without a script: the frozen flag
+//
+// The counter counts step = floor(2⁶²/(cap_i − b_i)) per key, so its first
+// bit, the frozen flag, turns 1 when it has counted cap_i − b_i keys (or
+// one more), and saturation keeps it 1. A call counts at most b_i keys
+// (b_i = cap_i/64, at least 1, at most 128; a shard's further keys wait for
+// the next round), and reads the flag before it counts: a call that read 0
+// ran while at most cap_i − b_i keys were counted, so at most cap_i keys are
+// ever counted into layer i, whatever the concurrency. A call that read 1
+// ran on a frozen layer: its keys whose bits were all 1 are held by the
+// layer (not new), and the others go again to layer i+1, known absent from
+// layer i. Frozen layers are read only, so the mirror copies them whole once
+// it sees them frozen.
+//
+// A call that reads the flag as 1 has still set its keys' bits in the
+// frozen layer (BITFIELD cannot stop halfway). Those keys are added to the
+// next layer too, so they are no loss, but the frozen layer's bits then
+// stand for more keys than it counted: a process learns of the freeze from
+// the first call that meets it, so with W TestAndAdd calls in flight on a
+// shard at once (over all processes) layer i's bits hold at most cap_i +
+// (W−1)·b_i keys. With one writer at a time (W = 1) every layer stays within
+// its capacity and the package's bound Σ fpp_i < TargetFPP holds as stated;
+// with W writers a layer's excess is at most (W−1)·b_i keys, at most
+// (W−1)/64 of its capacity, which raises that layer's rate at most by the
+// factor (1 + (W−1)·b_i/cap_i)^(k_i·ln 2) (for 8 writers on a layer of
+// 60,000 keys a shard: 1.5 % more keys, about 10 % more false positives
+// in that layer).
 //
 // # Atomicity
 //
-// Redis runs a script to completion before it runs any other command, so
-// each shard's part of a batch is a single atomic step: the script checks the
-// older layers, then sets the key's bits in the newest layer with BITFIELD
-// SET, which answers each bit's old value. The key is new exactly when it is
-// in no older layer and some of its newest-layer bits were 0. After the first
-// script that adds a key, all its bits are 1 in the newest layer (or it is in
-// an older one), so every later script — from any process — finds it present:
-// of two processes adding the same key at once exactly one is told "new"
+// Each BITFIELD is atomic, and a call on a layer of several chunks runs
+// its commands in one MULTI/EXEC. So of two processes adding the same key
+// at once to the same layer exactly one sees a 0 bit and is told "new"
 // (unless the key was a false positive before either added it; then none
-// is). Within a batch the keys are answered as if added in order, so a
-// repeated key is new at most once.
+// is). They cannot add it to two different layers both as new: a call that
+// reads layer i unfrozen runs before layer i froze, and a call on layer i+1
+// runs after; it checks layer i (frozen, read in Redis or from a complete
+// mirror copy taken after the freeze) and finds the key there. Within a
+// batch the keys are answered as if added in order, so a repeated key is new
+// at most once.
 //
 // A failed call (Redis down, a timeout) returns an error and an unknown
-// outcome: some shards' scripts may have run. Calling again is safe but may
+// outcome: some shards' commands may have run. Calling again is safe but may
 // report as present keys that the failed call added; callers that must not
 // lose a key should act on it before adding it or tolerate that window.
-// A lost script cache (restart, SCRIPT FLUSH) is reloaded transparently.
 type RedisBloom struct {
 	client redis.UniversalClient
 	shards redisShards
 	opts   RedisBloomOptions
+	layout string // redisBloomLayout or redisBloomLayoutScript
 	layers []redisBloomLayer
 	chunk  uint64 // bits per chunk key
 	fetch  int    // see redisbloom.lua, ARGV[5]
-	// seen is each shard's layer count as last answered by Redis; a guess,
-	// corrected by a "stale" answer.
+	// seen is each shard's layer count as last answered by Redis (0: not
+	// read yet, layout 2); a guess, corrected by a "stale" answer.
 	seen   []atomic.Int32
+	guards []layerGuard // per layer (layout 2)
 	mirror *bloomMirror // nil: none
 	closed atomic.Bool
 }
+
+// native reports whether the filter uses the native protocol (layout 2).
+func (f *RedisBloom) native() bool { return f.layout != redisBloomLayoutScript }
 
 // redisBloomLayer sizes layer i of one shard.
 type redisBloomLayer struct {
@@ -201,7 +242,10 @@ type redisBloomLayer struct {
 }
 
 // OpenRedisBloom opens the filter named name in Redis, creating it if it does
-// not exist. Its parameters (opts after defaults but Force, and the hash and
+// not exist (under layout 2, the native protocol). A filter stored under
+// layout 1 (the script protocol of earlier versions) is served with that
+// protocol, unchanged; any other stored layout fails with a *MismatchError
+// on "layout". Its parameters (opts after defaults but Force, and the hash and
 // layout versions) are stored in the hash "<name>:meta", created atomically
 // by the first opener; opening an existing filter with any other parameter
 // fails with a *MismatchError naming the field, except a different Policy
@@ -213,19 +257,30 @@ type redisBloomLayer struct {
 // several shards, which a cluster node refuses as CROSSSLOT); the filter
 // does not close it.
 func OpenRedisBloom(ctx context.Context, client redis.UniversalClient, name string, opts RedisBloomOptions) (*RedisBloom, error) {
+	return openRedisBloomLayout(ctx, client, name, opts, redisBloomLayout)
+}
+
+// openRedisBloomLayout opens the filter, creating it under layout if it
+// does not exist. An existing layout-1 filter opened for layout 2 is served
+// under layout 1.
+func openRedisBloomLayout(ctx context.Context, client redis.UniversalClient, name string, opts RedisBloomOptions, layout string) (*RedisBloom, error) {
 	opts = opts.withDefaults()
-	f, err := newRedisBloom(client, name, opts)
+	f, err := newRedisBloom(client, name, opts, layout)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: open redis bloom %q: %w", name, err)
 	}
 	meta := redisMeta{key: f.shards.metaKey(), name: name, fields: f.metaFields()}
 	if _, err := meta.ensure(ctx, client, opts.Force); err != nil {
+		var me *MismatchError
+		if errors.As(err, &me) && me.Field == "layout" && me.Stored == redisBloomLayoutScript && layout != redisBloomLayoutScript {
+			return openRedisBloomLayout(ctx, client, name, opts, redisBloomLayoutScript)
+		}
 		return nil, fmt.Errorf("dedup: open redis bloom %q: %w", name, err)
 	}
 	return f, nil
 }
 
-func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOptions) (*RedisBloom, error) {
+func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOptions, layout string) (*RedisBloom, error) {
 	shards, err := newRedisShards(name, opts.Shards)
 	if err != nil {
 		return nil, err
@@ -249,6 +304,7 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 		client: client,
 		shards: shards,
 		opts:   opts,
+		layout: layout,
 		chunk:  uint64(opts.ChunkBytes) * 8,
 		fetch:  redisBloomFetch,
 		seen:   make([]atomic.Int32, opts.Shards),
@@ -269,12 +325,15 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 			break
 		}
 		f.layers = append(f.layers, redisBloomLayer{capacity: p.Capacity, fpp: p.FPP, bits: bits, k: OptimalHashes(p.Capacity, m)})
+		f.guards = append(f.guards, newLayerGuard(p.Capacity))
 	}
 	if len(f.layers) == 0 {
 		return nil, fmt.Errorf("%w: first layer of %d keys at rate %v cannot be sized", ErrInvalidParams, g.InitialCapacity, g.TargetFPP)
 	}
-	for j := range f.seen {
-		f.seen[j].Store(1)
+	if !f.native() {
+		for j := range f.seen {
+			f.seen[j].Store(1)
+		}
 	}
 	if opts.MirrorBytes > 0 {
 		f.mirror = newBloomMirror(opts.Shards, opts.MirrorBytes)
@@ -301,7 +360,7 @@ func (f *RedisBloom) metaFields() []redisMetaField {
 	o := f.opts
 	return []redisMetaField{
 		{"kind", "bloom"},
-		{"layout", redisBloomLayout},
+		{"layout", f.layout},
 		{"hash", redisBloomHash},
 		{"target_fpp", formatFloat(o.TargetFPP)},
 		{"initial_capacity", strconv.FormatInt(o.InitialCapacity, 10)},
@@ -326,11 +385,6 @@ const (
 // BITFIELD from Lua, a byte about 1.8 ns in GET (measured on Redis 7.0;
 // break-even near 280, less the Lua work of testing the bits read).
 const redisBloomFetch = 200
-
-// maxRedisAttempts bounds the script runs one shard's part of a batch may
-// take: each "stale" answer either corrects the cached layer count or adds a
-// layer, and a filter has at most maxLayers layers.
-const maxRedisAttempts = 2*maxLayers + 4
 
 // TestAndAdd adds keys and reports, per key, whether it was new (in no layer
 // before this call). Within the batch the keys are answered as if added one
@@ -370,36 +424,44 @@ func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]boo
 	if f.closed.Load() {
 		return nil, ErrClosed
 	}
-	out := make([]bool, len(keys))
 	if len(keys) == 0 {
-		return out, nil
+		return []bool{}, nil
 	}
+	if f.native() {
+		return f.runNative(ctx, keys, mode == redisBloomAdd)
+	}
+	out := make([]bool, len(keys))
 	hashes := make([]Hash, len(keys))
 	for i, k := range keys {
 		hashes[i] = HashKey(k)
 	}
-	// A shard's keys go in parts of at most redisBloomCallKeys, in batch
-	// order: Redis runs the parts in that order (one script call, or one
-	// connection's pipeline on a cluster), so the batch keeps its
-	// sequential semantics, and no script call runs for too long.
-	var todo []redisShardWork
-	for j, idx := range f.shards.group(hashes, nil) {
-		skip := 0
-		if f.mirror != nil && len(idx) > 0 {
+	groups := f.shards.group(hashes, nil)
+	skip := make([]int, f.opts.Shards)
+	if f.mirror != nil {
+		for j, idx := range groups {
+			if len(idx) == 0 {
+				continue
+			}
 			var err error
-			if idx, skip, err = f.mirrorAnswers(ctx, j, hashes, idx, mode, out); err != nil {
+			if groups[j], skip[j], err = f.mirrorAnswers(ctx, j, hashes, idx, mode, out); err != nil {
 				return nil, err
 			}
 		}
-		for len(idx) > 0 {
-			n := min(len(idx), redisBloomCallKeys)
-			todo = append(todo, redisShardWork{shard: j, idx: idx[:n], skip: skip})
-			idx = idx[n:]
-		}
 	}
-	for attempt := 0; len(todo) > 0; attempt++ {
-		if attempt == maxRedisAttempts {
-			return nil, fmt.Errorf("shard %d still stale after %d attempts", todo[0].shard, attempt)
+	// The driver sends a shard's keys in parts of at most redisCallKeys, in
+	// batch order: Redis runs the parts in that order (one script call, or
+	// one connection's pipeline on a cluster), so the batch keeps its
+	// sequential semantics, and no script call runs for too long. A stale
+	// shard's unanswered keys go again, with its new layer count (and
+	// without the mirror's skip, which held for the old count only).
+	stale := make([]bool, f.opts.Shards)
+	err := redisRounds(groups, func(parts []redisPart) ([][]int, error) {
+		todo := make([]redisShardWork, len(parts))
+		for p, part := range parts {
+			todo[p] = redisShardWork{shard: part.shard, idx: part.idx}
+			if !stale[part.shard] {
+				todo[p].skip = skip[part.shard]
+			}
 		}
 		groups := f.groupCalls(todo)
 		calls := make([]redisCall, len(groups))
@@ -414,7 +476,7 @@ func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]boo
 		if err != nil {
 			return nil, err
 		}
-		var next []redisShardWork
+		left := make([][]int, 0, len(parts))
 		for g, ws := range groups {
 			flat, ok := replies[g].([]any)
 			if !ok || len(flat) != 4*len(ws) {
@@ -433,22 +495,22 @@ func (f *RedisBloom) run(ctx context.Context, keys [][]byte, mode string) ([]boo
 				}
 				f.seen[w.shard].Store(int32(r.layers))
 				if r.stale {
-					next = append(next, redisShardWork{shard: w.shard, idx: w.idx[r.done:]})
+					stale[w.shard] = true
 				}
+				left = append(left, w.idx[r.done:])
 			}
 		}
-		todo = next
+		return left, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// redisBloomCallKeys bounds the keys one script call handles: Redis runs
-// nothing else while a script runs (about 2 to 10 µs a key).
-const redisBloomCallKeys = 1024
-
 // groupCalls splits the shards' work into script calls. On a Redis Cluster
 // each shard needs its own call (a script may only touch one hash slot); on
-// a single server one call serves several shards, up to redisBloomCallKeys
+// a single server one call serves several shards, up to redisCallKeys
 // keys, which spares Redis the fixed cost of a call per shard.
 func (f *RedisBloom) groupCalls(todo []redisShardWork) [][]redisShardWork {
 	if _, cluster := f.client.(*redis.ClusterClient); cluster {
@@ -461,7 +523,7 @@ func (f *RedisBloom) groupCalls(todo []redisShardWork) [][]redisShardWork {
 	var groups [][]redisShardWork
 	start, n := 0, 0
 	for i, w := range todo {
-		if n > 0 && n+len(w.idx) > redisBloomCallKeys {
+		if n > 0 && n+len(w.idx) > redisCallKeys {
 			groups = append(groups, todo[start:i])
 			start, n = i, 0
 		}
@@ -570,30 +632,22 @@ func (f *RedisBloom) Stats(ctx context.Context) (Stats, error) {
 		items        int64
 		ones, length []*redis.IntCmd
 	}
+	layers, counts, err := f.layerCounts(ctx, states)
+	if err != nil {
+		return Stats{}, wrap(err)
+	}
 	perShard := make([][]shardLayer, f.opts.Shards)
 	pipe = f.client.Pipeline()
-	for j, st := range states {
-		m := st.Val()
-		L := 0
-		if s, ok := m["layers"]; ok {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > len(f.layers) {
-				return Stats{}, wrap(fmt.Errorf("shard %d: bad layer count %q", j, s))
-			}
-			L = n
-		}
-		for i := 0; i < L; i++ {
-			var sl shardLayer
-			if s, ok := m["n"+strconv.Itoa(i)]; ok {
-				n, err := strconv.ParseInt(s, 10, 64)
-				if err != nil || n < 0 {
-					return Stats{}, wrap(fmt.Errorf("shard %d: bad item count %q for layer %d", j, s, i))
+	for j := range states {
+		for i := 0; i < layers[j]; i++ {
+			sl := shardLayer{items: counts[j][i]}
+			for c := uint64(0); c < f.chunks(i); c++ {
+				key := f.chunkKey(j, i, c)
+				var bytes *redis.BitCount // layout 2: the frozen flag's byte is no filter bit
+				if f.native() {
+					bytes = &redis.BitCount{Start: 0, End: int64(f.chunkBits(i, c)/8) - 1}
 				}
-				sl.items = n
-			}
-			for c := uint64(0); c*f.chunk < f.layers[i].bits; c++ {
-				key := f.shards.key(j, "bits:"+strconv.Itoa(i)+":"+strconv.FormatUint(c, 10))
-				sl.ones = append(sl.ones, pipe.BitCount(ctx, key, nil))
+				sl.ones = append(sl.ones, pipe.BitCount(ctx, key, bytes))
 				sl.length = append(sl.length, pipe.StrLen(ctx, key))
 			}
 			perShard[j] = append(perShard[j], sl)
@@ -644,6 +698,49 @@ func (f *RedisBloom) Stats(ctx context.Context) (Stats, error) {
 		s.BytesPerItem = float64(s.MemoryBytes) / float64(s.Items)
 	}
 	return s, nil
+}
+
+// layerCounts parses every shard's state: its layer count (0 if it never
+// admitted a key) and each layer's count of keys. Under layout 2 the stored
+// layer count is a hint (see growFull), so it follows frozen flags up to
+// the newest layer: one round trip, more only while a shard grows.
+func (f *RedisBloom) layerCounts(ctx context.Context, states []*redis.MapStringStringCmd) ([]int, [][]int64, error) {
+	layers := make([]int, len(states))
+	counts := make([][]int64, len(states))
+	for j, st := range states {
+		m := st.Val()
+		if len(m) == 0 {
+			continue
+		}
+		parsed, err := f.parseState(j, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		layers[j], counts[j] = parsed.layers, parsed.counts
+	}
+	for f.native() {
+		pipe := f.client.Pipeline()
+		flags := make([]*redis.IntCmd, len(states))
+		for j, L := range layers {
+			if L > 0 && L < len(f.layers) {
+				flags[j] = pipe.GetBit(ctx, f.chunkKey(j, L-1, 0), int64(f.chunkBits(L-1, 0)))
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, nil, err
+		}
+		grew := false
+		for j, flag := range flags {
+			if flag != nil && flag.Val() == 1 {
+				layers[j]++
+				grew = true
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+	return layers, counts, nil
 }
 
 // Close marks the filter closed: later calls return ErrClosed. It does not

@@ -97,9 +97,11 @@ func (o RedisCuckooOptions) withDefaults() RedisCuckooOptions {
 // it can relocate evicted fingerprints and add layers without asking the
 // caller. A batch is one EVALSHA per shard that has keys, all in one
 // pipeline: one round trip on a single server, one per master (in parallel)
-// on a cluster. Redis runs each script to completion before any other
-// command, so a shard's part of a batch — lookups in every layer, the
-// insertion with its evictions, the growth — is one atomic step: of two
+// on a cluster. A shard's keys beyond 1,024 go in further calls of the same
+// pipeline, in batch order, so that no call keeps Redis busy for long (the
+// driver RedisBloom shares). Redis runs each script to completion before
+// any other command, so each call — lookups in every layer, the insertion
+// with its evictions, the growth — is one atomic step: of two
 // processes adding the same absent key at once, exactly one is told "new"
 // (unless the key was already a false positive; then neither is).
 //
@@ -238,39 +240,42 @@ func (f *RedisCuckoo) run(ctx context.Context, keys [][]byte, mode, op string) (
 	for i, k := range keys {
 		hashes[i] = HashKey(k)
 	}
-	groups := f.shards.group(hashes, nil)
-	var calls []redisCall
-	var owners [][]int
-	for j, idx := range groups {
-		if len(idx) == 0 {
-			continue
-		}
-		calls = append(calls, f.call(j, mode, hashes, idx))
-		owners = append(owners, idx)
-	}
-	replies, err := redisCuckooScript.run(ctx, f.client, calls)
-	if err != nil {
-		return nil, fmt.Errorf("dedup: redis cuckoo %q: %s: %w", f.shards.name, op, err)
-	}
+	// A shard's keys go in calls of at most redisCallKeys, in batch order
+	// (one pipeline: Redis runs them in that order); the script never
+	// answers "stale", so one round answers all.
 	var full, copies []int
-	for c, idx := range owners {
-		flags, ok := replies[c].(string)
-		if !ok || len(flags) != len(idx) {
-			return nil, fmt.Errorf("dedup: redis cuckoo %q: %s: unexpected script reply %v", f.shards.name, op, replies[c])
+	err := redisRounds(f.shards.group(hashes, nil), func(parts []redisPart) ([][]int, error) {
+		calls := make([]redisCall, len(parts))
+		for p, part := range parts {
+			calls[p] = f.call(part.shard, mode, hashes, part.idx)
 		}
-		for x, i := range idx {
-			switch flags[x] {
-			case '1':
-				out[i] = true
-			case '0':
-			case 'F':
-				full = append(full, i)
-			case 'T':
-				copies = append(copies, i)
-			default:
-				return nil, fmt.Errorf("dedup: redis cuckoo %q: %s: unexpected script reply %q", f.shards.name, op, flags)
+		replies, err := redisCuckooScript.run(ctx, f.client, calls)
+		if err != nil {
+			return nil, err
+		}
+		for p, part := range parts {
+			flags, ok := replies[p].(string)
+			if !ok || len(flags) != len(part.idx) {
+				return nil, fmt.Errorf("unexpected script reply %v", replies[p])
+			}
+			for x, i := range part.idx {
+				switch flags[x] {
+				case '1':
+					out[i] = true
+				case '0':
+				case 'F':
+					full = append(full, i)
+				case 'T':
+					copies = append(copies, i)
+				default:
+					return nil, fmt.Errorf("unexpected script reply %q", flags)
+				}
 			}
 		}
+		return make([][]int, len(parts)), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedup: redis cuckoo %q: %s: %w", f.shards.name, op, err)
 	}
 	if len(full)+len(copies) > 0 {
 		cause := ErrFull

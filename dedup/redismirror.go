@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -73,6 +72,11 @@ func (l *mirrorLayer) has(h Hash, k int, size uint64) bool {
 		}
 	}
 	return true
+}
+
+// bit reports whether bit p of the layer is 1.
+func (l *mirrorLayer) bit(p uint64) bool {
+	return atomic.LoadUint64(&l.words[p>>6])&(1<<(p&63)) != 0
 }
 
 // set sets the k bits of h in the layer.
@@ -166,7 +170,7 @@ func (f *RedisBloom) readLayer(ctx context.Context, j, i int, l *mirrorLayer) er
 	var cmds []*redis.StringCmd
 	size := f.layers[i].bits
 	for c := uint64(0); c*f.chunk < size; c++ {
-		cmds = append(cmds, pipe.Get(ctx, f.shards.key(j, "bits:"+strconv.Itoa(i)+":"+strconv.FormatUint(c, 10))))
+		cmds = append(cmds, pipe.Get(ctx, f.chunkKey(j, i, c)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return fmt.Errorf("mirror shard %d layer %d: %w", j, i, err)
@@ -178,6 +182,9 @@ func (f *RedisBloom) readLayer(ctx context.Context, j, i int, l *mirrorLayer) er
 		}
 		if err != nil {
 			return fmt.Errorf("mirror shard %d layer %d: %w", j, i, err)
+		}
+		if n := f.chunkBits(i, uint64(c)) / 8; uint64(len(b)) > n {
+			b = b[:n] // layout 2: the frozen flag's byte
 		}
 		l.orRedis(b, uint64(c)*f.chunk)
 	}
