@@ -11,7 +11,7 @@ export CI=true # a missing redis-server fails instead of skipping
 
 run() { echo; echo "### $1"; shift; echo "+ $*"; "$@"; }
 
-redis()     { run "Redis filters: Sieve vs SETBIT pipeline vs SADD(SHA-1), streams (a) and (b)" \
+redis()     { run "Redis filters: Sieve vs its layout-1 script vs native BITFIELD vs SADD(SHA-1), 1 and 2 clients, streams (a) and (b), median of 3, with the issue-13 goals" \
                 go test ./dedup -count=1 -run '^TestRedisFilterStreams$' -sieve.redisbench -v -timeout 90m; }
 cuckoo()    { run "Cuckoo vs Bloom, in memory and on Redis, at 1% and 0.1%" \
                 go test ./dedup -count=1 -run '^TestCuckooBench$' -sieve.cuckoobench -v -timeout 60m; }

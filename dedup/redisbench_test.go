@@ -1,13 +1,17 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"text/tabwriter"
@@ -20,19 +24,28 @@ import (
 // The Redis filter benchmark is a test that prints tables; it runs only when
 // asked, as it takes several minutes:
 //
-//	go test ./dedup -run TestRedisFilterStreams -sieve.redisbench -v -timeout 60m
+//	go test ./dedup -run TestRedisFilterStreams -sieve.redisbench -v -timeout 90m
 //
-// It starts one local redis-server and, for two streams of URL-like keys and
-// three batch sizes, measures Sieve's RedisBloom against the two approaches
-// it replaces, in the same run: one fixed Bloom bitmap set with pipelined
-// SETBIT (a key is new when any of its old bits was 0), and SADD of the
-// key's 20-byte SHA-1 (scrapy-redis's dupefilter).
+// It starts one local redis-server and, for two streams of URL-like keys,
+// measures Sieve's RedisBloom against, in the same run: the script protocol
+// it replaced (layout 1, one Lua call per batch); native BITFIELD on one
+// fixed Bloom bitmap, one command per batch (a key is new when any of its
+// old bits was 0: the least Redis work a plain-Redis Bloom filter can do);
+// SADD of the key's 20-byte SHA-1 (scrapy-redis's dupefilter); and, on
+// request, one SETBIT per bit, pipelined. Each row is the median (by keys/s)
+// of -sieve.redisbench.runs runs; rows marked "×2" split the stream between
+// two clients (two connections, two filter instances: two processes) on the
+// same Redis. It ends with the issue-13 goals, each a ratio of this run.
 var (
-	redisBenchFlag   = flag.Bool("sieve.redisbench", false, "run the Redis filter benchmark tables (TestRedisFilterStreams)")
-	redisBenchN      = flag.Int("sieve.redisbench.n", 1_000_000, "keys per stream")
-	redisBenchPrefix = flag.Int("sieve.redisbench.batch1", 100_000, "keys of each stream run at batch size 1 (a prefix)")
-	redisBenchSweep  = flag.Bool("sieve.redisbench.sweep", true, "also sweep growth factor and tightening")
-	redisBenchProbes = flag.Int("sieve.redisbench.probes", 100_000, "never-inserted keys to measure the false-positive rate on")
+	redisBenchFlag    = flag.Bool("sieve.redisbench", false, "run the Redis filter benchmark tables (TestRedisFilterStreams)")
+	redisBenchN       = flag.Int("sieve.redisbench.n", 1_000_000, "keys per stream")
+	redisBenchBatches = flag.String("sieve.redisbench.batches", "1000", "comma-separated batch sizes")
+	redisBenchRuns    = flag.Int("sieve.redisbench.runs", 3, "runs of each row; the median by keys/s is printed")
+	redisBenchPrefix  = flag.Int("sieve.redisbench.batch1", 100_000, "keys of each stream run at batch size 1 (a prefix)")
+	redisBenchSetbitF = flag.Bool("sieve.redisbench.setbit", false, "also run the SETBIT pipeline (slow)")
+	redisBenchSweep   = flag.Bool("sieve.redisbench.sweep", false, "also sweep growth factor and tightening")
+	redisBenchProbes  = flag.Int("sieve.redisbench.probes", 100_000, "never-inserted keys to measure the false-positive rate on")
+	redisBenchOnly    = flag.String("sieve.redisbench.only", "", "run only the rows whose names contain this (for profiling)")
 )
 
 const (
@@ -255,7 +268,8 @@ type redisBenchRow struct {
 	usedBytesPerKey      float64 // Redis memory of all keys (MEMORY USAGE) per distinct key
 	payloadBytesPerKey   float64 // bits or members per distinct key
 	fpp                  float64
-	redisUS, goUS        float64 // CPU microseconds per key
+	redisUS, goUS        float64 // CPU microseconds per key (Redis: INFO cpu; Go: this process)
+	cmdUSPerNew          float64 // INFO commandstats: Redis command time per new key
 	commands             string  // the heaviest Redis commands, from INFO commandstats
 }
 
@@ -302,75 +316,111 @@ func processCPU() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
-// topCommands summarizes INFO commandstats: the commands that took the most
-// Redis time, with microseconds per key of the stream.
-func topCommands(ctx context.Context, c *redis.Client, keys int) string {
-	type cmd struct {
-		name string
-		us   float64
-	}
-	var cmds []cmd
+// redisCommandStat is one line of INFO commandstats.
+type redisCommandStat struct {
+	name  string
+	calls float64
+	usec  float64
+}
+
+// commandStats reads INFO commandstats, without the benchmark's own
+// INFO and CONFIG calls.
+func commandStats(ctx context.Context, c *redis.Client) []redisCommandStat {
+	var out []redisCommandStat
 	for _, line := range strings.Split(c.Info(ctx, "commandstats").Val(), "\r\n") {
 		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
 		if !ok || strings.HasPrefix(line, "#") || name == "info" || strings.HasPrefix(name, "config") {
 			continue
 		}
+		st := redisCommandStat{name: name}
 		for _, kv := range strings.Split(rest, ",") {
 			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				us, _ := strconv.ParseFloat(v, 64)
-				cmds = append(cmds, cmd{name, us})
+				st.usec, _ = strconv.ParseFloat(v, 64)
+			}
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				st.calls, _ = strconv.ParseFloat(v, 64)
 			}
 		}
+		out = append(out, st)
 	}
+	return out
+}
+
+// topCommands summarizes commandstats: the three commands that took the
+// most Redis time, with microseconds per key of the stream and keys per
+// call.
+func topCommands(stats []redisCommandStat, keys int) string {
+	stats = slices.Clone(stats)
+	slices.SortFunc(stats, func(a, b redisCommandStat) int { return cmp.Compare(b.usec, a.usec) })
 	var parts []string
-	for len(cmds) > 0 && len(parts) < 3 {
-		best := 0
-		for i := range cmds {
-			if cmds[i].us > cmds[best].us {
-				best = i
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s %.2f", cmds[best].name, cmds[best].us/float64(keys)))
-		cmds = append(cmds[:best], cmds[best+1:]...)
+	for _, st := range stats[:min(3, len(stats))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f (%.0f keys/call)", st.name, st.usec/float64(keys), float64(keys)/max(st.calls, 1)))
 	}
 	return strings.Join(parts, ", ")
 }
 
-// runRedisBench flushes Redis, builds a dedup with open, feeds it keys in
-// batches and measures it.
-func runRedisBench(tb testing.TB, c *redis.Client, open func() redisBenchDedup, keys [][]byte, distinct, batch int, absent [][]byte) redisBenchRow {
+// redisBenchOpen builds a dedup on a client; a "×2" row calls it once per
+// client.
+type redisBenchOpen func(c *redis.Client) redisBenchDedup
+
+// runRedisBench flushes Redis, builds one dedup per client with open, feeds
+// them keys in batches (batch b to client b mod clients, all clients at
+// once) and measures them.
+func runRedisBench(tb testing.TB, srv *redistest.Server, open redisBenchOpen, clients int, keys [][]byte, distinct, batch int, absent [][]byte) redisBenchRow {
 	tb.Helper()
 	ctx := context.Background()
+	c := srv.Client()
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		tb.Fatal(err)
 	}
-	d := open()
+	ds := make([]redisBenchDedup, clients)
+	for i := range ds {
+		ds[i] = open(srv.Client())
+	}
 	if err := c.ConfigResetStat(ctx).Err(); err != nil {
 		tb.Fatal(err)
 	}
 	r := redisBenchRow{keys: len(keys), distinct: distinct}
 	rcpu0, gcpu0, t0 := redisInfoFloat(ctx, c, "cpu", "used_cpu_user", "used_cpu_sys"), processCPU(), time.Now()
-	for i := 0; i < len(keys); i += batch {
-		n, err := d.add(ctx, keys[i:min(i+batch, len(keys))])
-		if err != nil {
-			tb.Fatalf("add: %v", err)
-		}
-		r.news += n
+	news := make([]int, clients)
+	errs := make([]error, clients)
+	var wg sync.WaitGroup
+	for i := range ds {
+		wg.Go(func() {
+			for at := i * batch; at < len(keys) && errs[i] == nil; at += clients * batch {
+				var n int
+				n, errs[i] = ds[i].add(ctx, keys[at:min(at+batch, len(keys))])
+				news[i] += n
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatalf("add: %v", err)
 	}
 	elapsed := time.Since(t0)
+	for _, n := range news {
+		r.news += n
+	}
 	r.redisUS = (redisInfoFloat(ctx, c, "cpu", "used_cpu_user", "used_cpu_sys") - rcpu0) * 1e6 / float64(len(keys))
 	r.goUS = (processCPU() - gcpu0) * 1e6 / float64(len(keys))
-	r.commands = topCommands(ctx, c, len(keys))
+	stats := commandStats(ctx, c)
+	var usec float64
+	for _, st := range stats {
+		usec += st.usec
+	}
+	r.cmdUSPerNew = usec / float64(max(r.news, 1))
+	r.commands = topCommands(stats, len(keys))
 	r.keysPerSec = float64(len(keys)) / elapsed.Seconds()
 	r.usedBytesPerKey = float64(redisKeysMemory(tb, c)) / float64(distinct)
-	payload, err := d.bytes(ctx)
+	payload, err := ds[0].bytes(ctx)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	r.payloadBytesPerKey = float64(payload) / float64(distinct)
 	fp := 0
 	for i := 0; i < len(absent); i += 1000 {
-		n, err := d.contains(ctx, absent[i:min(i+1000, len(absent))])
+		n, err := ds[0].contains(ctx, absent[i:min(i+1000, len(absent))])
 		if err != nil {
 			tb.Fatalf("contains: %v", err)
 		}
@@ -380,33 +430,65 @@ func runRedisBench(tb testing.TB, c *redis.Client, open func() redisBenchDedup, 
 	return r
 }
 
+// medianRedisBench runs runRedisBench runs times and returns the run with
+// the median keys/s.
+func medianRedisBench(tb testing.TB, runs int, run func() redisBenchRow) redisBenchRow {
+	rows := make([]redisBenchRow, max(runs, 1))
+	for i := range rows {
+		rows[i] = run()
+	}
+	slices.SortFunc(rows, func(a, b redisBenchRow) int { return cmp.Compare(a.keysPerSec, b.keysPerSec) })
+	return rows[len(rows)/2]
+}
+
+// Names of the benchmark's rows.
+const (
+	benchSadd      = "SADD sha1"
+	benchSetbit    = "SETBIT pipeline"
+	benchBitfield  = "BITFIELD floor"
+	benchToday     = "Sieve layout 1 (Lua)"
+	benchSieve     = "Sieve"
+	benchRightSize = "Sieve right-sized"
+	benchTwo       = " ×2"
+)
+
 func TestRedisFilterStreams(t *testing.T) {
 	if !*redisBenchFlag {
 		t.Skip("benchmark tables; run with -sieve.redisbench")
 	}
 	ctx := context.Background()
 	srv := redistest.Start(t, redistest.Options{})
-	c := srv.Client()
 	absent := make([][]byte, *redisBenchProbes)
 	for i := range absent {
 		absent[i] = []byte(fmt.Sprintf("https://absent%d.example/never/%d", i%977, i))
 	}
-	sieve := func(g Growth) func() redisBenchDedup {
-		return func() redisBenchDedup {
-			f, err := OpenRedisBloom(ctx, c, "bench", RedisBloomOptions{
-				InitialCapacity: redisBenchCapacity, TargetFPP: redisBenchFPP, Factor: g.Factor, Tightening: g.Tightening,
-			})
+	var batches []int
+	for _, b := range strings.Split(*redisBenchBatches, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(b))
+		if err != nil || n < 1 {
+			t.Fatalf("bad -sieve.redisbench.batches %q", *redisBenchBatches)
+		}
+		batches = append(batches, n)
+	}
+	sieveAt := func(layout string, capacity int64, g Growth) redisBenchOpen {
+		return func(c *redis.Client) redisBenchDedup {
+			f, err := openRedisBloomLayout(ctx, c, "bench", RedisBloomOptions{
+				InitialCapacity: capacity, TargetFPP: redisBenchFPP, Factor: g.Factor, Tightening: g.Tightening,
+			}, layout)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return redisBenchSieve{f}
 		}
 	}
+	sieve := func(g Growth) redisBenchOpen { return sieveAt(redisBloomLayout, redisBenchCapacity, g) }
 	var out strings.Builder
 	w := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "stream\tbatch\tfilter\tkeys\tkeys/s\tRedis B/key\tpayload B/key\tFPP\tredis µs/key\tgo µs/key\tspeed vs SADD\tspeed vs SETBIT\tmemory vs SADD\ttop Redis commands (µs/key)\t\n")
-	for _, s := range redisBenchStreams(*redisBenchN) {
-		for _, batch := range []int{1, 100, 1000} {
+	fmt.Fprintf(w, "stream\tbatch\tfilter\tkeys\tkeys/s\tRedis B/key\tpayload B/key\tFPP\tredis CPU µs/key\tcmd µs/new key\tgo µs/key\tvs SADD\tvs BITFIELD\tvs layout 1\tvs 1 client\ttop Redis commands (µs/key)\t\n")
+	// all[stream][row] for the goals.
+	all := map[string]map[string]redisBenchRow{}
+	for si, s := range redisBenchStreams(*redisBenchN) {
+		for _, batch := range batches {
 			keys, distinct := s.keys, s.distinct
 			if batch == 1 && *redisBenchPrefix < len(keys) {
 				keys = keys[:*redisBenchPrefix]
@@ -416,50 +498,66 @@ func TestRedisFilterStreams(t *testing.T) {
 				}
 				distinct = len(seen)
 			}
-			kinds := []struct {
-				name string
-				open func() redisBenchDedup
-			}{
-				{"SADD sha1", func() redisBenchDedup { return redisBenchSadd{c} }},
-				{"SETBIT pipeline", func() redisBenchDedup {
-					d, err := newRedisBenchSetbit(ctx, c, distinct)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return d
-				}},
-				{"BITFIELD floor", func() redisBenchDedup {
-					d, err := newRedisBenchSetbit(ctx, c, distinct)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return redisBenchBitfield{d}
-				}},
-				{"Sieve RedisBloom", sieve(Growth{})},
+			bitmap := func(c *redis.Client) *redisBenchSetbit {
+				d, err := newRedisBenchSetbit(ctx, c, distinct)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			type kind struct {
+				name    string
+				open    redisBenchOpen
+				clients int
+			}
+			kinds := []kind{{benchSadd, func(c *redis.Client) redisBenchDedup { return redisBenchSadd{c} }, 1}}
+			if *redisBenchSetbitF {
+				kinds = append(kinds, kind{benchSetbit, func(c *redis.Client) redisBenchDedup { return bitmap(c) }, 1})
+			}
+			bf := func(c *redis.Client) redisBenchDedup { return redisBenchBitfield{bitmap(c)} }
+			today := sieveAt(redisBloomLayoutScript, redisBenchCapacity, Growth{})
+			kinds = append(kinds,
+				kind{benchBitfield, bf, 1}, kind{benchBitfield + benchTwo, bf, 2},
+				kind{benchToday, today, 1}, kind{benchToday + benchTwo, today, 2},
+				kind{benchSieve, sieve(Growth{}), 1}, kind{benchSieve + benchTwo, sieve(Growth{}), 2})
+			if si == 0 {
+				kinds = append(kinds, kind{benchRightSize, sieveAt(redisBloomLayout, int64(distinct), Growth{}), 1})
 			}
 			rows := map[string]redisBenchRow{}
 			for _, k := range kinds {
-				r := runRedisBench(t, c, k.open, keys, distinct, batch, absent)
+				if !strings.Contains(k.name, *redisBenchOnly) {
+					continue
+				}
+				r := medianRedisBench(t, *redisBenchRuns, func() redisBenchRow {
+					return runRedisBench(t, srv, k.open, k.clients, keys, distinct, batch, absent)
+				})
 				rows[k.name] = r
-				vsSadd, vsSetbit, memSadd := "", "", ""
-				if b, ok := rows["SADD sha1"]; ok && k.name != "SADD sha1" {
-					vsSadd = fmt.Sprintf("%.2fx", r.keysPerSec/b.keysPerSec)
-					memSadd = fmt.Sprintf("1/%.1f", b.usedBytesPerKey/r.usedBytesPerKey)
+				ratio := func(base string) string {
+					if b, ok := rows[base]; ok && base != k.name {
+						return fmt.Sprintf("%.2fx", r.keysPerSec/b.keysPerSec)
+					}
+					return ""
 				}
-				if b, ok := rows["SETBIT pipeline"]; ok && (k.name == "Sieve RedisBloom" || k.name == "BITFIELD floor") {
-					vsSetbit = fmt.Sprintf("%.2fx", r.keysPerSec/b.keysPerSec)
+				one := ""
+				if base, ok := strings.CutSuffix(k.name, benchTwo); ok {
+					one = ratio(base)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.5f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n",
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.5f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n",
 					s.name, batch, k.name, len(keys), r.keysPerSec, r.usedBytesPerKey, r.payloadBytesPerKey, r.fpp,
-					r.redisUS, r.goUS, vsSadd, vsSetbit, memSadd, r.commands)
+					r.redisUS, r.cmdUSPerNew, r.goUS, ratio(benchSadd), ratio(benchBitfield), ratio(benchToday), one, r.commands)
+			}
+			if batch == 1000 {
+				all[s.name] = rows
 			}
 		}
 	}
 	_ = w.Flush()
-	t.Logf("streams of %d URL-like keys (batch 1: the first %d); Sieve: initial capacity %d, target FPP %v, defaults otherwise; "+
-		"SETBIT: one bitmap sized for the stream's distinct keys at %v; FPP over %d never-inserted keys; "+
-		"Redis B/key = MEMORY USAGE of all keys / distinct keys; payload = bits or set members\n%s",
-		*redisBenchN, *redisBenchPrefix, redisBenchCapacity, redisBenchFPP, redisBenchFPP, len(absent), out.String())
+	t.Logf("streams of %d URL-like keys (batch 1: the first %d); Sieve: initial capacity %d, target FPP %v, defaults otherwise "+
+		"(right-sized: initial capacity = the distinct keys); BITFIELD/SETBIT: one bitmap sized for the stream's distinct keys at %v; "+
+		"FPP over %d never-inserted keys; Redis B/key = MEMORY USAGE of all keys / distinct keys; payload = bits or set members; "+
+		"cmd µs/new key = Σ usec of INFO commandstats / new keys; median of %d runs\n%s",
+		*redisBenchN, *redisBenchPrefix, redisBenchCapacity, redisBenchFPP, redisBenchFPP, len(absent), *redisBenchRuns, out.String())
+	logRedisBenchGoals(t, all)
 
 	if !*redisBenchSweep {
 		return
@@ -473,12 +571,12 @@ func TestRedisFilterStreams(t *testing.T) {
 	for _, g := range []Growth{{Factor: 2, Tightening: 0.5}, {Factor: 2, Tightening: 0.8}, {Factor: 2, Tightening: 0.9},
 		{Factor: 1.5, Tightening: 0.8}, {Factor: 1.25, Tightening: 0.8}, {Factor: 3, Tightening: 0.7}, {Factor: 4, Tightening: 0.8}} {
 		var f *RedisBloom
-		open := func() redisBenchDedup {
-			d := sieve(g)()
+		open := func(c *redis.Client) redisBenchDedup {
+			d := sieve(g)(c)
 			f = d.(redisBenchSieve).f
 			return d
 		}
-		r := runRedisBench(t, c, open, s.keys, s.distinct, 1000, absent)
+		r := runRedisBench(t, srv, open, 1, s.keys, s.distinct, 1000, absent)
 		st, err := f.Stats(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -492,4 +590,32 @@ func TestRedisFilterStreams(t *testing.T) {
 	}
 	_ = w.Flush()
 	t.Logf("growth sweep, stream %q, batch 1000, %d keys = %dx the initial capacity\n%s", s.name, len(s.keys), len(s.keys)/redisBenchCapacity, out.String())
+}
+
+// logRedisBenchGoals prints issue 13's goals, each measured in this run
+// (batch 1000).
+func logRedisBenchGoals(t *testing.T, all map[string]map[string]redisBenchRow) {
+	streams := redisBenchStreams(0)
+	a, b := all[streams[0].name], all[streams[1].name]
+	if a == nil || b == nil {
+		t.Log("goals: need batch 1000 (-sieve.redisbench.batches)")
+		return
+	}
+	x := func(rows map[string]redisBenchRow, num, den string) float64 {
+		return rows[num].keysPerSec / rows[den].keysPerSec
+	}
+	var out strings.Builder
+	w := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "goal\tmeasured\ttarget\t\n")
+	fmt.Fprintf(w, "all new, 1 client: Sieve vs layout 1 (Lua)\t%.2fx (%.0f vs %.0f keys/s)\t≥ 2.5x\t\n", x(a, benchSieve, benchToday), a[benchSieve].keysPerSec, a[benchToday].keysPerSec)
+	fmt.Fprintf(w, "all new, 1 client: Sieve vs BITFIELD floor\t%.2fx (%.0f keys/s)\t≥ 1.2x\t\n", x(a, benchSieve, benchBitfield), a[benchBitfield].keysPerSec)
+	fmt.Fprintf(w, "Redis µs per new key (commandstats): Sieve\t%.2f (layout 1 %.2f, BITFIELD %.2f, SADD %.2f)\t≤ 3.0\t\n",
+		a[benchSieve].cmdUSPerNew, a[benchToday].cmdUSPerNew, a[benchBitfield].cmdUSPerNew, a[benchSadd].cmdUSPerNew)
+	fmt.Fprintf(w, "all new, 2 clients vs 1: Sieve\t%.2fx (layout 1 %.2fx, BITFIELD %.2fx)\t≥ 1.7x\t\n",
+		x(a, benchSieve+benchTwo, benchSieve), x(a, benchToday+benchTwo, benchToday), x(a, benchBitfield+benchTwo, benchBitfield))
+	fmt.Fprintf(w, "90%% repeats, 1 client: Sieve vs SADD\t%.2fx (layout 1 %.2fx)\t≥ 1.0x\t\n", x(b, benchSieve, benchSadd), x(b, benchToday, benchSadd))
+	fmt.Fprintf(w, "Redis B/key after 10x growth (FPP)\t%.2f (%.4f; layout 1 %.2f)\t≤ 2.96\t\n", a[benchSieve].usedBytesPerKey, a[benchSieve].fpp, a[benchToday].usedBytesPerKey)
+	fmt.Fprintf(w, "Redis B/key right-sized (FPP)\t%.2f (%.4f)\t≤ 1.84\t\n", a[benchRightSize].usedBytesPerKey, a[benchRightSize].fpp)
+	_ = w.Flush()
+	t.Logf("issue 13 goals, batch 1000, this run:\n%s", out.String())
 }
