@@ -82,6 +82,17 @@
 // of bits set) and its current rate fill^k, and for the filter
 // 1 − Π(1 − fill_i^k_i).
 //
+// RedisBloom decides "full" without a script: a counter in Redis, bumped in
+// the same BITFIELD command that sets a call's bits, freezes layer i at
+// cap_i − b_i counted keys, and a call counts at most b_i = min(128,
+// cap_i/64) keys and first reads whether the layer is frozen, so at most
+// cap_i keys are ever counted into it. Calls already in flight when a layer
+// freezes still set their keys' bits there (and add the keys to the next
+// layer too): with W TestAndAdd calls at once on a shard, layer i's bits
+// stand for at most cap_i + (W−1)·b_i keys. For one writer the bound above
+// holds as stated; for W writers each layer's rate may exceed fpp_i by the
+// factor (1 + (W−1)·b_i/cap_i)^(k_i·ln 2), at most (1 + (W−1)/64)^(k_i·ln 2).
+//
 // # Revisit windows
 //
 // A Window makes a key admitted at time t read as seen until at least t+D
