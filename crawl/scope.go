@@ -53,6 +53,7 @@ func (s Scope) Validate() error {
 
 // seedSet is what a Scope needs to know of a crawl's seeds.
 type seedSet struct {
+	mode    ScopeMode // the crawl's recorded scope; "": the crawler's
 	hosts   map[string]bool
 	domains map[string]bool
 }
@@ -88,7 +89,11 @@ func (s Scope) in(seeds seedSet, u *url.URL) (bool, string) {
 			return true, ""
 		}
 	}
-	switch s.Mode {
+	mode := s.Mode
+	if seeds.mode != "" {
+		mode = seeds.mode
+	}
+	switch mode {
 	case ScopeAny:
 		return true, ""
 	case ScopeDomain:

@@ -2,7 +2,6 @@ package crawl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,37 +16,20 @@ import (
 
 // A crawl's seeds decide its scope (which hosts its links may lead to) and
 // which forbidden-range hosts it may fetch (a seed on localhost allows
-// localhost). They are kept in the key-value bucket <PREFIX>_CRAWLS, under the
-// crawl's id, as {"seeds":["https://…",…]}, so every crawler applies the same
-// scope whichever crawler or command seeded the crawl.
+// localhost). They are kept in its record in the crawl registry
+// (frontier.Crawls, the bucket <PREFIX>_CRAWLS), so every crawler applies the
+// same scope whichever crawler or command seeded the crawl.
 
 // ErrBadSeed is wrapped by the error Seed returns for a seed that is not an
 // absolute http(s) URL.
 var ErrBadSeed = errors.New("crawl: bad seed")
 
-type crawlRecord struct {
-	// Seeds are the URLs given as seeds: they set the scope, and a seed on
-	// a loopback or private host allows that host.
-	Seeds []string `json:"seeds"`
-	// Moved are the targets seeds redirected to (http://example.com/ →
-	// https://www.example.com/): they widen the scope like seeds, but
-	// allow no forbidden address, since a site chose them, not a person.
-	Moved []string `json:"moved,omitempty"`
-}
-
-func openCrawls(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (jetstream.KeyValue, error) {
-	topo = topo.WithDefaults()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      topo.CrawlsBucket(),
-		Description: "Sieve: each crawl's seeds, which decide its scope",
-		History:     1,
-		Storage:     topo.Storage,
-		Replicas:    topo.Replicas,
-	})
+func openCrawls(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (*frontier.Crawls, error) {
+	c, err := frontier.OpenCrawls(ctx, js, topo)
 	if err != nil {
-		return nil, fmt.Errorf("crawl: crawls bucket: %w", err)
+		return nil, fmt.Errorf("crawl: %w", err)
 	}
-	return kv, nil
+	return c, nil
 }
 
 // CheckSeeds returns an error wrapping ErrBadSeed for the first seed that is
@@ -69,34 +51,56 @@ func CheckSeeds(seeds []string) error {
 // scope), then publishes them to the discovered stream as one seed message,
 // so they reach the frontier through dedup like every other URL (a seed
 // already crawled is not crawled again). The streams are created if missing.
+// A crawl Seed creates has no settings of its own (workers use their
+// configured filter settings for it); SeedWith gives it some.
 func Seed(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, crawl string, seeds []string) error {
+	_, err := seed(ctx, js, topo, crawl, seeds, nil)
+	return err
+}
+
+// SeedWith seeds a crawl as Seed does, first creating it with settings
+// given over def (frontier.Crawls.Create) if it has none yet; settings
+// given for a crawl that has other ones are an error naming both values,
+// and nothing is seeded. It returns the crawl's record.
+func SeedWith(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, crawl string, seeds []string, given, def frontier.CrawlSettings) (frontier.CrawlRecord, error) {
+	return seed(ctx, js, topo, crawl, seeds, &[2]frontier.CrawlSettings{given, def})
+}
+
+func seed(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, crawl string, seeds []string, settings *[2]frontier.CrawlSettings) (frontier.CrawlRecord, error) {
+	var rec frontier.CrawlRecord
 	if !frontier.ValidCrawl(crawl) {
-		return fmt.Errorf("crawl: crawl id %q: want 1-64 of [A-Za-z0-9_-]", crawl)
+		return rec, fmt.Errorf("crawl: crawl id %q: want 1-64 of [A-Za-z0-9_-]", crawl)
 	}
 	if err := CheckSeeds(seeds); err != nil {
-		return err
+		return rec, err
 	}
 	if err := topo.Ensure(ctx, js); err != nil {
-		return err
+		return rec, err
 	}
-	kv, err := openCrawls(ctx, js, topo)
+	crawls, err := openCrawls(ctx, js, topo)
 	if err != nil {
-		return err
+		return rec, err
 	}
-	if err := addSeeds(ctx, kv, crawl, seeds); err != nil {
-		return err
+	if settings != nil {
+		if _, err := crawls.Create(ctx, crawl, settings[0], settings[1]); err != nil {
+			return rec, err
+		}
 	}
-	return topo.PublishDiscovered(ctx, js, frontier.Discovered{Crawl: crawl, Kind: frontier.KindSeed, Links: seeds})
+	if rec, err = addSeeds(ctx, crawls, crawl, seeds); err != nil {
+		return rec, err
+	}
+	return rec, topo.PublishDiscovered(ctx, js, frontier.Discovered{Crawl: crawl, Kind: frontier.KindSeed, Links: seeds})
 }
 
 // addSeeds merges seeds into the crawl's record with compare-and-set.
-func addSeeds(ctx context.Context, kv jetstream.KeyValue, crawl string, seeds []string) error {
-	return updateCrawl(ctx, kv, crawl, func(rec *crawlRecord) bool { return merge(&rec.Seeds, seeds) })
+func addSeeds(ctx context.Context, crawls *frontier.Crawls, crawl string, seeds []string) (frontier.CrawlRecord, error) {
+	return updateCrawl(ctx, crawls, crawl, func(rec *frontier.CrawlRecord) bool { return merge(&rec.Seeds, seeds) })
 }
 
 // addMoved records where a seed redirected to.
-func addMoved(ctx context.Context, kv jetstream.KeyValue, crawl string, targets []string) error {
-	return updateCrawl(ctx, kv, crawl, func(rec *crawlRecord) bool { return merge(&rec.Moved, targets) })
+func addMoved(ctx context.Context, crawls *frontier.Crawls, crawl string, targets []string) error {
+	_, err := updateCrawl(ctx, crawls, crawl, func(rec *frontier.CrawlRecord) bool { return merge(&rec.Moved, targets) })
+	return err
 }
 
 func merge(list *[]string, add []string) bool {
@@ -110,45 +114,19 @@ func merge(list *[]string, add []string) bool {
 	return changed
 }
 
-// updateCrawl applies change to the crawl's record with compare-and-set,
-// retrying when another process changed it meanwhile.
-func updateCrawl(ctx context.Context, kv jetstream.KeyValue, crawl string, change func(*crawlRecord) bool) error {
-	for {
-		var rec crawlRecord
-		var rev uint64
-		e, err := kv.Get(ctx, crawl)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		case err != nil:
-			return fmt.Errorf("crawl: read crawl %s: %w", crawl, err)
-		default:
-			rev = e.Revision()
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				return fmt.Errorf("crawl: crawl %s record: %w", crawl, err)
-			}
-		}
-		if !change(&rec) {
-			return nil
-		}
-		data, _ := json.Marshal(rec)
-		if rev == 0 {
-			_, err = kv.Create(ctx, crawl, data)
-		} else {
-			_, err = kv.Update(ctx, crawl, data, rev)
-		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
-			return fmt.Errorf("crawl: record crawl %s: %w", crawl, err)
-		}
+// updateCrawl applies change to the crawl's record with compare-and-set.
+func updateCrawl(ctx context.Context, crawls *frontier.Crawls, crawl string, change func(*frontier.CrawlRecord) bool) (frontier.CrawlRecord, error) {
+	rec, err := crawls.Update(ctx, crawl, func(rec *frontier.CrawlRecord) (bool, error) { return change(rec), nil })
+	if err != nil {
+		return rec, fmt.Errorf("crawl: %w", err)
 	}
+	return rec, nil
 }
 
 // moved records that a seed of crawl redirected to target, and forgets the
 // cached seeds so the next look-up sees it.
 func (c *seedCache) moved(ctx context.Context, crawl, target string) error {
-	if err := addMoved(ctx, c.kv, crawl, []string{target}); err != nil {
+	if err := addMoved(ctx, c.reg, crawl, []string{target}); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -161,7 +139,7 @@ func (c *seedCache) moved(ctx context.Context, crawl, target string) error {
 // bucket again when a URL seems out of scope (its seeds may have grown), at
 // most once per refresh interval per crawl. It is safe for concurrent use.
 type seedCache struct {
-	kv      jetstream.KeyValue
+	reg     *frontier.Crawls
 	refresh time.Duration
 	onSeeds func(seeds []string) // called with every seed list read
 
@@ -174,8 +152,8 @@ type cachedSeeds struct {
 	read time.Time
 }
 
-func newSeedCache(kv jetstream.KeyValue, refresh time.Duration, onSeeds func([]string)) *seedCache {
-	return &seedCache{kv: kv, refresh: refresh, onSeeds: onSeeds, crawls: map[string]*cachedSeeds{}}
+func newSeedCache(crawls *frontier.Crawls, refresh time.Duration, onSeeds func([]string)) *seedCache {
+	return &seedCache{reg: crawls, refresh: refresh, onSeeds: onSeeds, crawls: map[string]*cachedSeeds{}}
 }
 
 // get returns the crawl's seeds; stale asks for a re-read if the cached copy
@@ -187,23 +165,17 @@ func (c *seedCache) get(ctx context.Context, crawl string, stale bool) (seedSet,
 	if cs != nil && (!stale || time.Since(cs.read) < c.refresh) {
 		return cs.set, nil
 	}
-	e, err := c.kv.Get(ctx, crawl)
-	var rec crawlRecord
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		// A crawl nobody recorded: no seeds, nothing in scope but what
-		// Scope.Allow names.
-	case err != nil:
-		return seedSet{}, fmt.Errorf("crawl: read crawl %s: %w", crawl, err)
-	default:
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return seedSet{}, fmt.Errorf("crawl: crawl %s record: %w", crawl, err)
-		}
+	rec, err := c.reg.Get(ctx, crawl)
+	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
+		// A crawl nobody recorded has no seeds: nothing is in scope but
+		// what Scope.Allow names.
+		return seedSet{}, fmt.Errorf("crawl: %w", err)
 	}
 	if c.onSeeds != nil {
 		c.onSeeds(rec.Seeds)
 	}
 	cs = &cachedSeeds{set: newSeedSet(append(rec.Seeds, rec.Moved...)), read: time.Now()}
+	cs.set.mode = ScopeMode(rec.Settings.Scope)
 	c.mu.Lock()
 	c.crawls[crawl] = cs
 	c.mu.Unlock()

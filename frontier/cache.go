@@ -33,7 +33,15 @@ func newSeenCache(capacity int) *seenCache {
 	return &seenCache{seed: maphash.MakeSeed(), cur: make(map[uint64]struct{}, min(half, 1<<16)), half: half}
 }
 
-func (c *seenCache) hash(u string) uint64 { return maphash.String(c.seed, u) }
+// hash is a candidate's key: its crawl and URL (a URL is seen per crawl).
+func (c *seenCache) hash(cand candidate) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	h.WriteString(cand.crawl)
+	h.WriteByte(0)
+	h.WriteString(cand.url)
+	return h.Sum64()
+}
 
 // known reports, for each candidate index in idx, whether the cache holds
 // its URL; a nil cache holds nothing.
@@ -44,7 +52,7 @@ func (c *seenCache) known(cands []candidate, idx []int) []bool {
 	}
 	hs := make([]uint64, len(idx))
 	for j, i := range idx {
-		hs[j] = c.hash(cands[i].url)
+		hs[j] = c.hash(cands[i])
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -66,7 +74,7 @@ func (c *seenCache) add(cands []candidate, idx []int) {
 	}
 	hs := make([]uint64, len(idx))
 	for j, i := range idx {
-		hs[j] = c.hash(cands[i].url)
+		hs[j] = c.hash(cands[i])
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -14,10 +14,17 @@
 //	    workers: N workers split the messages with no coordination.
 //	stream SIEVE_FRONTIER    subjects sieve.frontier.<crawl>.<partition>
 //	    One Entry message per admitted URL: canonical URL, depth, crawl, the
-//	    page it was found on (JSON, "v":1), with Nats-Msg-Id = MsgID(URL).
+//	    page it was found on (JSON, "v":1), with Nats-Msg-Id =
+//	    EntryID(crawl, URL).
 //	    partition = FNV-1a(host) mod Partitions, so a crawler that owns a
 //	    partition owns its hosts and can be polite to them. Work-queue
 //	    retention, DiscardNew at FrontierMaxMsgs/FrontierMaxBytes.
+//
+// A crawl is recorded in the bucket <PREFIX>_CRAWLS (Crawls): its seeds and
+// the settings it was created with. A URL is unique within a crawl: with
+// WorkerOptions.Filters each crawl has its own filter, and the frontier's
+// message ID (EntryID) covers the crawl, so the same URL is admitted once
+// in each crawl. Everything below holds per crawl.
 //
 // A reader rejects a message whose "v" it does not know; a format change
 // bumps Version. Messages that can never be processed (not JSON, too
@@ -32,7 +39,7 @@
 //  1. C: Contains(keys) on the filter, keys = the batch's distinct
 //     canonical URLs (less those in the worker's seen cache, below).
 //  2. P: publish every key the filter does not hold to the frontier, with
-//     Nats-Msg-Id = MsgID(key), and wait for JetStream to acknowledge each
+//     Nats-Msg-Id = EntryID(crawl, key), and wait for JetStream to acknowledge each
 //     (retrying failures with the same ID, forever, with backoff).
 //  3. M: TestAndAdd(published keys) on the filter.
 //  4. A: acknowledge the batch's discovered messages.

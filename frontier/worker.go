@@ -29,6 +29,14 @@ type Filter interface {
 	TestAndAdd(ctx context.Context, keys [][]byte) ([]bool, error)
 }
 
+// FilterSet gives a Worker each crawl's own filter: a URL is unique within
+// a crawl, so the same URL in two crawls is admitted once in each.
+type FilterSet interface {
+	// Acquire returns the crawl's filter, opening it if needed; the filter
+	// stays open until release is called (release may be called once).
+	Acquire(ctx context.Context, crawl string) (f Filter, release func(), err error)
+}
+
 // Canonicalizer turns raw links into canonical URLs; *normalize.Normalizer
 // implements it. A rejected link's error should be a *normalize.Error,
 // whose Reason labels the rejection counters ("invalid" otherwise).
@@ -50,6 +58,9 @@ type Recorder interface {
 type WorkerOptions struct {
 	// Topology names the streams; Run calls its Ensure.
 	Topology Topology
+	// Filters, when set, gives each crawl its own filter, and the filter
+	// NewWorker is given may be nil; nil: every crawl shares that filter.
+	Filters FilterSet
 	// Batch is the number of discovered messages fetched and filtered
 	// together (default 64).
 	Batch int
@@ -115,12 +126,14 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 // workers' shared durable consumer, canonicalizes their links, and publishes
 // each URL the filter has not seen to the frontier, once. Any number of
 // workers may run against the same streams and filter; they split the work
-// through the consumer and need no coordination of their own.
+// through the consumer and need no coordination of their own. A batch's
+// URLs are tested and marked crawl by crawl, each crawl's in its own filter
+// when WorkerOptions.Filters is set.
 //
 // Per batch: fetch up to Batch messages; decode them (poison is terminated
 // and counted); resolve and canonicalize every link and drop repeats within
 // the batch; ask the filter which URLs it holds (Contains); publish the
-// others to the frontier asynchronously, each with Nats-Msg-Id = MsgID(URL),
+// others to the frontier asynchronously, each with Nats-Msg-Id = EntryID(crawl, URL),
 // and wait for every acknowledgement; mark the published URLs in the filter
 // (TestAndAdd); then acknowledge the discovered messages. See the package
 // documentation for why this order lets each URL through exactly once.
@@ -157,7 +170,7 @@ type Worker struct {
 // over nc, tests and marks URLs in filter, canonicalizes with canon and
 // reports counts to rec. It does not take ownership of nc, filter or rec.
 func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, opts WorkerOptions) (*Worker, error) {
-	if nc == nil || filter == nil || canon == nil || rec == nil {
+	if nc == nil || (filter == nil && opts.Filters == nil) || canon == nil || rec == nil {
 		return nil, errors.New("frontier: NewWorker needs a connection, a filter, a canonicalizer and a recorder")
 	}
 	o := opts.withDefaults()
@@ -411,14 +424,15 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 				b.delta.Reject(rejectReason(err))
 				continue
 			}
-			if i, ok := index[u]; ok {
+			key := d.Crawl + "\n" + u // a URL is unique within its crawl
+			if i, ok := index[key]; ok {
 				b.delta.Duplicates++
 				if depth < b.cands[i].depth {
 					b.cands[i].depth = depth
 				}
 				continue
 			}
-			index[u] = len(b.cands)
+			index[key] = len(b.cands)
 			b.cands = append(b.cands, candidate{url: u, crawl: d.Crawl, depth: depth, from: d.URL})
 		}
 	}
@@ -433,32 +447,67 @@ func rejectReason(err error) string {
 	return "invalid"
 }
 
-// admit runs the protocol on a prepared batch: Contains, publish the unseen,
-// mark the published. It reports false if ctx ended first.
+// admit runs the protocol on a prepared batch, one crawl at a time, each in
+// its own filter. It reports false if ctx ended first.
 func (w *Worker) admit(ctx context.Context, b *batch) bool {
-	if len(b.cands) == 0 {
-		return true
+	var crawls []string
+	byCrawl := map[string][]int{}
+	for i, c := range b.cands {
+		if _, ok := byCrawl[c.crawl]; !ok {
+			crawls = append(crawls, c.crawl)
+		}
+		byCrawl[c.crawl] = append(byCrawl[c.crawl], i)
 	}
+	for _, crawl := range crawls {
+		f, release, ok := w.filterOf(ctx, b, crawl)
+		if !ok {
+			return false
+		}
+		ok = w.admitIn(ctx, b, f, byCrawl[crawl])
+		release()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// filterOf returns the crawl's filter, retrying while it cannot be opened.
+func (w *Worker) filterOf(ctx context.Context, b *batch, crawl string) (Filter, func(), bool) {
+	if w.o.Filters == nil {
+		return w.filter, func() {}, true
+	}
+	var (
+		f       Filter
+		release func()
+	)
+	_, ok := w.retry(ctx, b, "open", func(ctx context.Context) (_ []bool, err error) {
+		f, release, err = w.o.Filters.Acquire(ctx, crawl)
+		return nil, err
+	})
+	return f, release, ok
+}
+
+// admitIn runs the protocol on the candidates all of a batch, which belong
+// to one crawl whose filter is f: Contains, publish the unseen, mark the
+// published. It reports false if ctx ended first.
+func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) bool {
 	// URLs this worker already knows the filter holds are duplicates
 	// without asking it.
-	all := make([]int, len(b.cands))
-	for i := range all {
-		all[i] = i
-	}
 	var ask []int
 	for j, hit := range w.cache.known(b.cands, all) {
 		if hit {
 			b.delta.Duplicates++
 			w.m.cacheHits.Inc()
 		} else {
-			ask = append(ask, j)
+			ask = append(ask, all[j])
 		}
 	}
-	todo, ok := w.unseen(ctx, b, ask)
+	todo, ok := w.unseen(ctx, b, f, ask)
 	if !ok {
 		return false
 	}
-	published, ok := w.publish(ctx, b, todo)
+	published, ok := w.publish(ctx, b, f, todo)
 	if !ok {
 		return false
 	}
@@ -469,7 +518,7 @@ func (w *Worker) admit(ctx context.Context, b *batch) bool {
 	for j, i := range published {
 		keys[j] = []byte(b.cands[i].url)
 	}
-	if _, ok = w.retry(ctx, b, "mark", func(ctx context.Context) ([]bool, error) { return w.filter.TestAndAdd(ctx, keys) }); !ok {
+	if _, ok = w.retry(ctx, b, "mark", func(ctx context.Context) ([]bool, error) { return f.TestAndAdd(ctx, keys) }); !ok {
 		return false
 	}
 	w.cache.add(b.cands, published)
@@ -478,7 +527,7 @@ func (w *Worker) admit(ctx context.Context, b *batch) bool {
 
 // unseen returns the candidates (indexes into b.cands) the filter does not
 // hold, counting the others as duplicates.
-func (w *Worker) unseen(ctx context.Context, b *batch, idx []int) ([]int, bool) {
+func (w *Worker) unseen(ctx context.Context, b *batch, f Filter, idx []int) ([]int, bool) {
 	if len(idx) == 0 {
 		return nil, true
 	}
@@ -486,7 +535,7 @@ func (w *Worker) unseen(ctx context.Context, b *batch, idx []int) ([]int, bool) 
 	for j, i := range idx {
 		keys[j] = []byte(b.cands[i].url)
 	}
-	seen, ok := w.retry(ctx, b, "contains", func(ctx context.Context) ([]bool, error) { return w.filter.Contains(ctx, keys) })
+	seen, ok := w.retry(ctx, b, "contains", func(ctx context.Context) ([]bool, error) { return f.Contains(ctx, keys) })
 	if !ok {
 		return nil, false
 	}
@@ -535,7 +584,7 @@ func (w *Worker) retry(ctx context.Context, b *batch, op string, call func(conte
 // JetStream stored or recognised as duplicates: all of todo, except any
 // that a re-check found marked meanwhile. It retries failed publishes
 // (stream full, NATS away) with the same message ID until they succeed.
-func (w *Worker) publish(ctx context.Context, b *batch, todo []int) ([]int, bool) {
+func (w *Worker) publish(ctx context.Context, b *batch, f Filter, todo []int) ([]int, bool) {
 	checked := time.Now()
 	bo := w.newBackoff()
 	var done []int
@@ -546,7 +595,7 @@ func (w *Worker) publish(ctx context.Context, b *batch, todo []int) ([]int, bool
 		// long enough ago that its message ID is forgotten.
 		if time.Since(checked) > w.topo.DuplicateWindow/2 {
 			var ok bool
-			if todo, ok = w.unseen(ctx, b, todo); !ok {
+			if todo, ok = w.unseen(ctx, b, f, todo); !ok {
 				return nil, false
 			}
 			checked = time.Now()
@@ -556,7 +605,7 @@ func (w *Worker) publish(ctx context.Context, b *batch, todo []int) ([]int, bool
 		var failed []int
 		var lastErr error
 		for _, i := range todo {
-			f, err := w.js.PublishMsgAsync(w.entryMsg(b.cands[i]), jetstream.WithMsgID(MsgID(b.cands[i].url)))
+			f, err := w.js.PublishMsgAsync(w.entryMsg(b.cands[i]), jetstream.WithMsgID(EntryID(b.cands[i].crawl, b.cands[i].url)))
 			if err != nil {
 				failed, lastErr = append(failed, i), err
 			}
