@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/watch"
 )
 
@@ -45,5 +48,60 @@ func TestMainServesWatch(t *testing.T) {
 	}
 	if r.Role != "dedup-worker" || !r.Ready || r.Worker == nil || r.Streams == nil || r.Filter == nil || r.Crawler != nil {
 		t.Errorf("/stats: role %q ready %v worker %v streams %v filter %v crawler %v", r.Role, r.Ready, r.Worker != nil, r.Streams != nil, r.Filter != nil, r.Crawler != nil)
+	}
+}
+
+// TestStatsFromSnapshot: in memory mode with no worker running, "stats"
+// reads the filter from its snapshot file instead of failing to connect
+// (issue 12: "connection refused"); a snapshot that does not exist is an
+// error for stats and check alike, never an empty filter.
+func TestStatsFromSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Filter.Capacity = 1000
+	cfg.Filter.Snapshot = filepath.Join(dir, "seen.bloom")
+	canon, err := cfg.Normalize.Normalizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := cfg.Filter.Open(t.Context(), nil, canon.Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.TestAndAdd(t.Context(), [][]byte{[]byte("https://a.example/"), []byte("https://b.example/")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Filter.Save(t.Context(), f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, tc := range []struct {
+		name     string
+		snapshot string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"stats", cfg.Filter.Snapshot, []string{"stats", "--json"}, exitOK, `"items": 2`},
+		{"check", cfg.Filter.Snapshot, []string{"check", "https://a.example/", "https://c.example/"}, exitOK, "seen\thttps://a.example/\nnew\thttps://c.example/"},
+		{"stats, no snapshot", filepath.Join(dir, "none.bloom"), []string{"stats"}, exitFail, "does not exist"},
+		{"check, no snapshot", filepath.Join(dir, "none.bloom"), []string{"check", "https://a.example/"}, exitFail, "does not exist"},
+	} {
+		var out, errb bytes.Buffer
+		e := env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookupEnv: func(k string) (string, bool) {
+			switch k {
+			case "SIEVE_FILTER_SNAPSHOT":
+				return tc.snapshot, true
+			case "SIEVE_FILTER_CAPACITY":
+				return "1000", true
+			case "SIEVE_HTTP_ADDR":
+				return "127.0.0.1:1", true // nothing listens
+			}
+			return "", false
+		}}
+		code := cli(t.Context(), tc.args, e)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.contains) {
+			t.Errorf("%s: exit %d, %q %q; want exit %d containing %q", tc.name, code, out.String(), errb.String(), tc.code, tc.contains)
+		}
 	}
 }
