@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -45,9 +46,13 @@ type JetStreamQueues struct {
 	js   jetstream.JetStream
 	topo frontier.Topology
 
-	mu     sync.Mutex
-	crawls map[string]bool // crawls seen on the frontier (at most maxCrawls)
+	mu       sync.Mutex
+	crawls   map[string]bool // crawls seen on the frontier or seeded (at most maxCrawls)
+	listedAt time.Time       // when the crawls bucket was last listed
 }
+
+// listEvery is how often Depths lists the seeded crawls.
+const listEvery = 10 * time.Second
 
 // maxCrawls bounds the crawls whose empty frontier is still reported as 0.
 const maxCrawls = 256
@@ -99,7 +104,9 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 		}
 		d.Crawls[rest[:i]] += n
 	}
-	// A crawl whose frontier emptied reads 0 rather than vanishing.
+	q.listCrawls(ctx)
+	// A crawl whose frontier emptied, or not yet filled, reads 0 rather
+	// than being absent.
 	q.mu.Lock()
 	for id := range d.Crawls {
 		if len(q.crawls) < maxCrawls {
@@ -125,4 +132,37 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 		d.FrontierRedelivered += c.CachedInfo().NumRedelivered
 	}
 	return d, nil
+}
+
+// listCrawls adds the seeded crawls (the crawls bucket's keys) to the known
+// ones, every listEvery; a bucket that does not exist yet has none.
+func (q *JetStreamQueues) listCrawls(ctx context.Context) {
+	q.mu.Lock()
+	due := time.Since(q.listedAt) >= listEvery
+	if due {
+		q.listedAt = time.Now()
+	}
+	q.mu.Unlock()
+	if !due {
+		return
+	}
+	kv, err := q.js.KeyValue(ctx, q.topo.CrawlsBucket())
+	if err != nil {
+		return
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return
+	}
+	var ids []string
+	for k := range lister.Keys() {
+		ids = append(ids, k)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, id := range ids {
+		if len(q.crawls) < maxCrawls {
+			q.crawls[id] = true
+		}
+	}
 }
