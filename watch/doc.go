@@ -1,6 +1,7 @@
 // Package watch serves the HTTP surface every long-running Sieve process
 // shares: the live page at /, its time series at /series, the report at
-// /stats (JSON), Prometheus metrics at /metrics, and /healthz and /readyz.
+// /stats (JSON), Prometheus metrics at /metrics, /healthz and /readyz, and
+// POST /contains (which canonical URLs the filter holds).
 //
 // A Server is built from Sources, small interfaces over what the process
 // holds: the seen-URL counters (stats.Memory, stats.Redis), the filter (any
@@ -17,6 +18,14 @@
 // sample, so a scrape or a page costs the sources nothing, however many
 // watch; the filter, whose statistics may cost a round trip per shard, can be
 // read less often (FilterEvery).
+//
+// Processes find each other through Sources.Peers (JetStreamPeers): each
+// announces its role, id, page and rates every AnnounceEvery in a key-value
+// bucket whose entries expire, and the page lists the deployment's live
+// workers and crawlers. With Options.Dir (an embedded crawl's data
+// directory) the Server writes its page URL there while it runs and its last
+// report when it closes, so ReadDir can answer from the directory alone;
+// POST /contains answers membership from the running filter.
 //
 // The page is one HTML file with a small script and uPlot (ui/uplot, its
 // version and license beside it), all embedded: it needs no network access
