@@ -6,7 +6,7 @@
 // A Server is built from Sources, small interfaces over what the process
 // holds: the seen-URL counters (stats.Memory, stats.Redis), the filter (any
 // dedup filter), the queues (JetStream, see NewJetStreamQueues), a dedup
-// worker (frontier.Worker) and a crawler (crawl.Crawler). Any of them may be
+// worker (pipeline.Worker) and a crawler (crawl.Crawler). Any of them may be
 // nil: a crawler talking to remote workers has no filter of its own.
 //
 // The Server samples its sources every Options.Interval (one second) into a
