@@ -414,6 +414,7 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 		depth := d.LinkDepth()
 		for _, link := range d.Links {
 			b.delta.Links++
+			b.delta.CountCrawl(d.Crawl, stats.CrawlCounts{Links: 1})
 			var u string
 			if d.Kind == KindSeed || base == "" {
 				u, err = w.canon.URL(link)
@@ -422,11 +423,13 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 			}
 			if err != nil {
 				b.delta.Reject(rejectReason(err))
+				b.delta.CountCrawl(d.Crawl, stats.CrawlCounts{Rejected: 1})
 				continue
 			}
 			key := d.Crawl + "\n" + u // a URL is unique within its crawl
 			if i, ok := index[key]; ok {
 				b.delta.Duplicates++
+				b.delta.CountCrawl(d.Crawl, stats.CrawlCounts{Duplicates: 1})
 				if depth < b.cands[i].depth {
 					b.cands[i].depth = depth
 				}
@@ -498,6 +501,7 @@ func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) boo
 	for j, hit := range w.cache.known(b.cands, all) {
 		if hit {
 			b.delta.Duplicates++
+			b.delta.CountCrawl(b.cands[all[j]].crawl, stats.CrawlCounts{Duplicates: 1})
 			w.m.cacheHits.Inc()
 		} else {
 			ask = append(ask, all[j])
@@ -544,6 +548,7 @@ func (w *Worker) unseen(ctx context.Context, b *batch, f Filter, idx []int) ([]i
 	for j, i := range idx {
 		if seen[j] {
 			b.delta.Duplicates++
+			b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
 			held = append(held, i)
 		} else {
 			out = append(out, i)
@@ -622,8 +627,10 @@ func (w *Worker) publish(ctx context.Context, b *batch, f Filter, todo []int) ([
 				if ack.Duplicate {
 					b.delta.Duplicates++
 					b.delta.Republished++
+					b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
 				} else {
 					b.delta.Admitted++
+					b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Admitted: 1})
 					b.delta.AdmitHost(hostOf(b.cands[i].url))
 				}
 			case err := <-f.Err():

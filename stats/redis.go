@@ -17,7 +17,8 @@ import (
 //
 //	{name}:stats        HASH  pages, links, admitted, duplicates, republished,
 //	                          imported, imported_seen, rejected:<reason>,
-//	                          poison:<reason>, since_ms, updated_ms
+//	                          poison:<reason>, crawl:<id>:<links|admitted|
+//	                          duplicates|rejected>, since_ms, updated_ms
 //	{name}:hosts        ZSET  host → admitted URLs
 //	{name}:rate:<t/10s> HASH  links, admitted in one 10-second bucket
 //	                          (expires after 15 minutes)
@@ -67,6 +68,16 @@ func (r *Redis) Add(ctx context.Context, d Delta) error {
 		}
 		for reason, n := range d.Poison {
 			p.HIncrBy(ctx, stats, "poison:"+reason, n)
+		}
+		for id, c := range d.Crawls {
+			for _, f := range []struct {
+				name string
+				n    int64
+			}{{"links", c.Links}, {"admitted", c.Admitted}, {"duplicates", c.Duplicates}, {"rejected", c.Rejected}} {
+				if f.n != 0 {
+					p.HIncrBy(ctx, stats, "crawl:"+id+":"+f.name, f.n)
+				}
+			}
 		}
 		p.HSetNX(ctx, stats, "since_ms", ms)
 		p.HSet(ctx, stats, "updated_ms", ms)
@@ -139,6 +150,23 @@ func (r *Redis) Snapshot(ctx context.Context, n int) (Snapshot, error) {
 			s.Totals.Rejected = inc(s.Totals.Rejected, strings.TrimPrefix(field, "rejected:"), x)
 		case strings.HasPrefix(field, "poison:"):
 			s.Totals.Poison = inc(s.Totals.Poison, strings.TrimPrefix(field, "poison:"), x)
+		case strings.HasPrefix(field, "crawl:"):
+			// crawl:<id>:<count>; ids hold no colon.
+			rest := strings.TrimPrefix(field, "crawl:")
+			if i := strings.LastIndexByte(rest, ':'); i > 0 {
+				var c CrawlCounts
+				switch rest[i+1:] {
+				case "links":
+					c.Links = x
+				case "admitted":
+					c.Admitted = x
+				case "duplicates":
+					c.Duplicates = x
+				case "rejected":
+					c.Rejected = x
+				}
+				s.Totals.CountCrawl(rest[:i], c)
+			}
 		}
 	}
 	if top != nil {

@@ -49,6 +49,29 @@ type Delta struct {
 	Poison map[string]int64 `json:"poison,omitempty"`
 	// Hosts counts admitted URLs by host.
 	Hosts map[string]int64 `json:"-"`
+	// Crawls splits the link counts by crawl id.
+	Crawls map[string]CrawlCounts `json:"crawls,omitempty"`
+}
+
+// CrawlCounts are one crawl's links: Links = Admitted + Duplicates +
+// Rejected.
+type CrawlCounts struct {
+	Links      int64 `json:"links"`
+	Admitted   int64 `json:"admitted"`
+	Duplicates int64 `json:"duplicates"`
+	Rejected   int64 `json:"rejected"`
+}
+
+func (c CrawlCounts) add(o CrawlCounts) CrawlCounts {
+	return CrawlCounts{c.Links + o.Links, c.Admitted + o.Admitted, c.Duplicates + o.Duplicates, c.Rejected + o.Rejected}
+}
+
+// CountCrawl adds c to crawl's counts (the totals are counted apart).
+func (d *Delta) CountCrawl(crawl string, c CrawlCounts) {
+	if d.Crawls == nil {
+		d.Crawls = map[string]CrawlCounts{}
+	}
+	d.Crawls[crawl] = d.Crawls[crawl].add(c)
 }
 
 // Reject counts one rejected link under reason.
@@ -86,12 +109,16 @@ func (d *Delta) Merge(o Delta) {
 	for k, n := range o.Hosts {
 		d.Hosts = inc(d.Hosts, k, n)
 	}
+	for k, c := range o.Crawls {
+		d.CountCrawl(k, c)
+	}
 }
 
 // IsZero reports whether d counts nothing.
 func (d Delta) IsZero() bool {
 	return d.Pages == 0 && d.Links == 0 && d.Admitted == 0 && d.Duplicates == 0 && d.Republished == 0 &&
-		d.Imported == 0 && d.ImportedSeen == 0 && len(d.Rejected) == 0 && len(d.Poison) == 0 && len(d.Hosts) == 0
+		d.Imported == 0 && d.ImportedSeen == 0 && len(d.Rejected) == 0 && len(d.Poison) == 0 && len(d.Hosts) == 0 &&
+		len(d.Crawls) == 0
 }
 
 // Clone returns a deep copy of d.
@@ -99,6 +126,7 @@ func (d Delta) Clone() Delta {
 	d.Rejected = maps.Clone(d.Rejected)
 	d.Poison = maps.Clone(d.Poison)
 	d.Hosts = maps.Clone(d.Hosts)
+	d.Crawls = maps.Clone(d.Crawls)
 	return d
 }
 

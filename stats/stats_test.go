@@ -34,14 +34,16 @@ func TestStoresAgree(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	deltas := []Delta{
 		{Pages: 1, Links: 10, Admitted: 6, Duplicates: 3, Rejected: map[string]int64{"scheme": 1},
-			Hosts: map[string]int64{"a.example": 4, "b.example": 2}},
+			Hosts: map[string]int64{"a.example": 4, "b.example": 2}, Crawls: map[string]CrawlCounts{"c1": {10, 6, 3, 1}}},
 		{Pages: 2, Links: 20, Admitted: 5, Duplicates: 13, Republished: 2, Rejected: map[string]int64{"scheme": 1, "host": 1},
-			Poison: map[string]int64{"malformed": 1}, Hosts: map[string]int64{"b.example": 4, "c.example": 1}},
+			Poison: map[string]int64{"malformed": 1}, Hosts: map[string]int64{"b.example": 4, "c.example": 1},
+			Crawls: map[string]CrawlCounts{"c1": {5, 1, 4, 0}, "c-2": {15, 4, 9, 2}}},
 		{Imported: 7, ImportedSeen: 3},
 		{}, // empty: no effect
 	}
 	want := Delta{Pages: 3, Links: 30, Admitted: 11, Duplicates: 16, Republished: 2, Imported: 7, ImportedSeen: 3,
-		Rejected: map[string]int64{"scheme": 2, "host": 1}, Poison: map[string]int64{"malformed": 1}}
+		Rejected: map[string]int64{"scheme": 2, "host": 1}, Poison: map[string]int64{"malformed": 1},
+		Crawls: map[string]CrawlCounts{"c1": {15, 7, 7, 1}, "c-2": {15, 4, 9, 2}}}
 	wantTop := []HostCount{{"b.example", 6}, {"a.example", 4}}
 	for name, s := range stores(t, c) {
 		t.Run(name, func(t *testing.T) {
@@ -108,7 +110,7 @@ func TestRedisLayoutPinned(t *testing.T) {
 	r := NewRedis(client, "crawl1")
 	r.now = func() time.Time { return time.Unix(1_700_000_005, 0) }
 	if err := r.Add(ctx, Delta{Pages: 1, Links: 3, Admitted: 2, Duplicates: 1, Rejected: map[string]int64{"scheme": 1},
-		Hosts: map[string]int64{"a.example": 2}}); err != nil {
+		Hosts: map[string]int64{"a.example": 2}, Crawls: map[string]CrawlCounts{"c-1": {Links: 3, Admitted: 2, Duplicates: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	checks := []struct {
@@ -120,6 +122,9 @@ func TestRedisLayoutPinned(t *testing.T) {
 		{"{crawl1}:stats", "duplicates", "1"},
 		{"{crawl1}:stats", "rejected:scheme", "1"},
 		{"{crawl1}:stats", "since_ms", "1700000005000"},
+		{"{crawl1}:stats", "crawl:c-1:links", "3"},
+		{"{crawl1}:stats", "crawl:c-1:admitted", "2"},
+		{"{crawl1}:stats", "crawl:c-1:duplicates", "1"},
 		{"{crawl1}:rate:170000000", "links", "3"},
 		{"{crawl1}:rate:170000000", "admitted", "2"},
 	}

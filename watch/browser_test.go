@@ -95,8 +95,11 @@ func TestPage(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#crawl"), testCrawl), changed); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := watchtest.Text(ctx, "total-fetched", "outcome-4xx"); err != nil || got["total-fetched"] != want["total-fetched"] || got["outcome-4xx"] != want["outcome-4xx"] {
-		t.Errorf("crawl %s selected: %v (%v), want fetched %s, 4xx %s", testCrawl, got, err, want["total-fetched"], want["outcome-4xx"])
+	if got, err := watchtest.Text(ctx, "total-fetched", "outcome-4xx", "total-admitted", "total-duplicates"); err != nil ||
+		got["total-fetched"] != want["total-fetched"] || got["outcome-4xx"] != want["outcome-4xx"] ||
+		got["total-admitted"] != want["total-admitted"] || got["total-duplicates"] != want["total-duplicates"] {
+		t.Errorf("crawl %s selected: %v (%v), want fetched %s, 4xx %s, admitted %s, duplicates %s", testCrawl, got, err,
+			want["total-fetched"], want["outcome-4xx"], want["total-admitted"], want["total-duplicates"])
 	}
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#crawl"), ""), changed); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ var (
 	queueFrontier    = desc("queue_frontier_messages", "Admitted URLs waiting for crawlers.")
 	queuePartition   = desc("queue_frontier_partition_messages", "Admitted URLs waiting for crawlers, by partition.", "partition")
 	queueCrawl       = desc("queue_frontier_crawl_messages", "Admitted URLs waiting for crawlers, by crawl.", "crawl")
+	seenLinks        = desc("seen_links_total", "Links the deployment's dedup workers handled, by crawl and result (admitted, duplicate, rejected), from the shared statistics.", "crawl", "result")
 	sourceUp         = desc("watch_source_up", "1 if the last sample read the part (shared, filter, streams), 0 if it failed.", "part")
 )
 
@@ -41,7 +42,7 @@ func registerMetrics(reg prometheus.Registerer, s *Server) error {
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{filterNextCap, filterGrowth,
 		layerFill, layerFPP, layerItems, layerCapacity, queueDiscovered, queueInFlight, queueRedelivered, queueFrontier,
-		queuePartition, queueCrawl, sourceUp} {
+		queuePartition, queueCrawl, seenLinks, sourceUp} {
 		ch <- d
 	}
 }
@@ -54,6 +55,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	parts := map[string]bool{}
 	if c.s.src.Counters != nil {
 		parts["shared"] = r.Shared != nil
+	}
+	if r.Shared != nil {
+		for id, n := range r.Shared.Totals.Crawls {
+			for _, x := range []struct {
+				result string
+				n      int64
+			}{{"admitted", n.Admitted}, {"duplicate", n.Duplicates}, {"rejected", n.Rejected}} {
+				ch <- prometheus.MustNewConstMetric(seenLinks, prometheus.CounterValue, float64(x.n), id, x.result)
+			}
+		}
 	}
 	if f := r.Filter; f != nil {
 		gauge(filterNextCap, float64(f.NextLayerCapacity))

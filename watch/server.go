@@ -257,6 +257,10 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 			t := snap.Totals
 			v["links"], v["admitted"], v["duplicates"] = float64(t.Links), float64(t.Admitted), float64(t.Duplicates)
 			v["rejected"], v["poison"], v["pages"] = float64(t.RejectedTotal()), float64(t.PoisonTotal()), float64(t.Pages)
+			for id, c := range t.Crawls {
+				p := "crawl:" + id + ":"
+				v[p+"links"], v[p+"admitted"], v[p+"duplicates"], v[p+"rejected"] = float64(c.Links), float64(c.Admitted), float64(c.Duplicates), float64(c.Rejected)
+			}
 		}
 	}
 	s.mu.Lock()

@@ -73,6 +73,9 @@ func TestServerSurface(t *testing.T) {
 		{"shared admitted", got.Shared.Totals.Admitted, want.Admitted},
 		{"shared duplicates", got.Shared.Totals.Duplicates, want.Duplicates},
 		{"shared links", got.Shared.Totals.Links, st.Links + 1}, // and the seed
+		{"crawl's links", got.Shared.Totals.Crawls[testCrawl].Links, got.Shared.Totals.Links},
+		{"crawl's admitted", got.Shared.Totals.Crawls[testCrawl].Admitted, want.Admitted},
+		{"crawl's duplicates", got.Shared.Totals.Crawls[testCrawl].Duplicates, want.Duplicates},
 		{"crawler fetched", got.Crawler.Fetched, st.Fetched},
 		{"crawl fetched", got.Crawler.Crawls[testCrawl].Fetched, st.Fetched},
 		{"filter items", int64(got.Filter.Items), want.Admitted},
@@ -104,7 +107,7 @@ func TestServerSurface(t *testing.T) {
 	if len(s.At) < 2 || s.IntervalMS != 200 {
 		t.Fatalf("series: %d samples every %d ms, want ≥ 2 every 200", len(s.At), s.IntervalMS)
 	}
-	for _, k := range []string{"admitted", "duplicates", "rejected", "fetched", "outcome:2xx", "crawl:" + testCrawl + ":fetched", "queue:frontier", "filter:items"} {
+	for _, k := range []string{"admitted", "duplicates", "rejected", "crawl:" + testCrawl + ":admitted", "fetched", "outcome:2xx", "crawl:" + testCrawl + ":fetched", "queue:frontier", "filter:items"} {
 		v := s.Values[k]
 		if len(v) != len(s.At) {
 			t.Errorf("series %q has %d values for %d samples", k, len(v), len(s.At))

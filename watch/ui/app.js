@@ -68,7 +68,7 @@
   const prefix = () => (state.crawl ? "crawl:" + state.crawl + ":" : "");
 
   const chartDefs = {
-    seen: () => [["admitted", "#16a34a", rates("admitted")], ["duplicates", "#f59e0b", rates("duplicates")], ["rejected", "#dc2626", rates("rejected")]],
+    seen: () => [["admitted", "#16a34a", rates(prefix() + "admitted")], ["duplicates", "#f59e0b", rates(prefix() + "duplicates")], ["rejected", "#dc2626", rates(prefix() + "rejected")]],
     fetches: () => OUTCOMES.map((o) => [o, COLORS[o], rates(prefix() + "outcome:" + o)]).concat([["retries", COLORS.retried, rates(prefix() + "retried")]]),
     queues: () => [["discovered", "#2563eb", level("queue:discovered")], ["frontier", "#16a34a", level(state.crawl ? prefix() + "queued" : "queue:frontier")],
       ["in flight", "#6b7280", level("queue:discovered_in_flight")], ["redelivered", "#dc2626", level("queue:redelivered")]],
@@ -124,7 +124,8 @@
     $("updated").textContent = "updated " + new Date(r.at).toLocaleTimeString();
 
     // Crawl selector: the crawls the crawler or the queues know.
-    const ids = new Set(Object.keys((r.crawler && r.crawler.crawls) || {}).concat(Object.keys((r.streams && r.streams.crawls) || {})));
+    const ids = new Set(Object.keys((r.crawler && r.crawler.crawls) || {}).concat(Object.keys((r.streams && r.streams.crawls) || {}),
+      Object.keys((r.shared && r.shared.totals.crawls) || {})));
     const sel = $("crawl");
     const have = new Set([...sel.options].map((o) => o.value));
     for (const id of [...ids].sort()) if (!have.has(id)) sel.add(new Option(id, id));
@@ -132,16 +133,16 @@
 
     const cv = crawlerView(r);
     const t = r.shared ? r.shared.totals : null;
+    // The selected crawl's links, or all of them.
+    const seenView = t && state.crawl ? Object.assign({ links: 0, admitted: 0, duplicates: 0, rejected: 0 }, (t.crawls || {})[state.crawl]) :
+      t ? { links: t.links, admitted: t.admitted, duplicates: t.duplicates, rejected: sum(t.rejected) } : null;
+    const seenRate = (k) => (state.crawl ? "" : rate(r.rates[k]));
     $("total-fetched").textContent = cv ? fmt(cv.fetched) : "–";
     $("rate-fetched").textContent = cv && !state.crawl ? rate(r.rates.fetched) : "";
-    $("total-links").textContent = t ? fmt(t.links) : "–";
-    $("rate-links").textContent = t ? rate(r.rates.links) : "";
-    $("total-admitted").textContent = t ? fmt(t.admitted) : "–";
-    $("rate-admitted").textContent = t ? rate(r.rates.admitted) : "";
-    $("total-duplicates").textContent = t ? fmt(t.duplicates) : "–";
-    $("rate-duplicates").textContent = t ? rate(r.rates.duplicates) : "";
-    $("total-rejected").textContent = t ? fmt(sum(t.rejected)) : "–";
-    $("rate-rejected").textContent = t ? rate(r.rates.rejected) : "";
+    for (const k of ["links", "admitted", "duplicates", "rejected"]) {
+      $("total-" + k).textContent = seenView ? fmt(seenView[k]) : "–";
+      $("rate-" + k).textContent = seenView ? seenRate(k) : "";
+    }
     $("total-retried").textContent = cv ? fmt(cv.retried) : "–";
     $("total-failed").textContent = cv ? fmt(cv.failed) + " given up" : "";
     const q = r.streams;
@@ -240,9 +241,10 @@
     // Crawls.
     const crows = [...ids].sort().slice(0, MAX_ROWS).map((id) => {
       const c = (r.crawler && r.crawler.crawls && r.crawler.crawls[id]) || {};
-      return [id, c.fetched || 0, c.retried || 0, (q && q.crawls && q.crawls[id]) || 0];
+      const d = (t && t.crawls && t.crawls[id]) || {};
+      return [id, c.fetched || 0, d.admitted || 0, d.duplicates || 0, (q && q.crawls && q.crawls[id]) || 0];
     });
-    fill($("crawls"), ["crawl", "fetched#", "retries#", "waiting#"], crows);
+    fill($("crawls"), ["crawl", "fetched#", "admitted#", "duplicates#", "waiting#"], crows);
 
     $("errors").textContent = Object.entries(r.errors || {}).map(([k, v]) => k + ": " + v).join(" · ");
   }
