@@ -430,6 +430,7 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 			if i, ok := index[key]; ok {
 				b.delta.Duplicates++
 				b.delta.CountCrawl(d.Crawl, stats.CrawlCounts{Duplicates: 1})
+				b.delta.DuplicateHost(hostOf(u))
 				if depth < b.cands[i].depth {
 					b.cands[i].depth = depth
 				}
@@ -502,6 +503,7 @@ func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) boo
 		if hit {
 			b.delta.Duplicates++
 			b.delta.CountCrawl(b.cands[all[j]].crawl, stats.CrawlCounts{Duplicates: 1})
+			b.delta.DuplicateHost(hostOf(b.cands[all[j]].url))
 			w.m.cacheHits.Inc()
 		} else {
 			ask = append(ask, all[j])
@@ -549,6 +551,7 @@ func (w *Worker) unseen(ctx context.Context, b *batch, f Filter, idx []int) ([]i
 		if seen[j] {
 			b.delta.Duplicates++
 			b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
+			b.delta.DuplicateHost(hostOf(b.cands[i].url))
 			held = append(held, i)
 		} else {
 			out = append(out, i)
@@ -628,6 +631,7 @@ func (w *Worker) publish(ctx context.Context, b *batch, f Filter, todo []int) ([
 					b.delta.Duplicates++
 					b.delta.Republished++
 					b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
+					b.delta.DuplicateHost(hostOf(b.cands[i].url))
 				} else {
 					b.delta.Admitted++
 					b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Admitted: 1})
@@ -787,7 +791,7 @@ func (w *Worker) Status() Status {
 	w.mu.Lock()
 	totals := w.total.Clone()
 	w.mu.Unlock()
-	totals.Hosts = nil
+	totals.Hosts, totals.DuplicateHosts = nil, nil
 	return Status{
 		Ready:           len(w.health.notReady()) == 0,
 		Dependencies:    w.health.states(),

@@ -53,12 +53,12 @@ func (m *Memory) Snapshot(_ context.Context, n int) (Snapshot, error) {
 	defer m.mu.Unlock()
 	s := Snapshot{
 		Totals:    m.totals.Clone(),
-		TopHosts:  topHosts(m.totals.Hosts, n),
+		TopHosts:  topHosts(m.totals.Hosts, m.totals.DuplicateHosts, n),
 		HostCount: int64(len(m.totals.Hosts)),
 		Since:     m.since,
 		Updated:   m.updated,
 	}
-	s.Totals.Hosts = nil
+	s.Totals.Hosts, s.Totals.DuplicateHosts = nil, nil
 	s.Rates = rates(m.now(), m.since, func(b int64) (int64, int64) { c := m.buckets[b]; return c[0], c[1] })
 	return s, nil
 }

@@ -20,6 +20,7 @@ import (
 //	                          poison:<reason>, crawl:<id>:<links|admitted|
 //	                          duplicates|rejected>, since_ms, updated_ms
 //	{name}:hosts        ZSET  host → admitted URLs
+//	{name}:hosts:dup    ZSET  host → duplicate links
 //	{name}:rate:<t/10s> HASH  links, admitted in one 10-second bucket
 //	                          (expires after 15 minutes)
 //
@@ -84,6 +85,9 @@ func (r *Redis) Add(ctx context.Context, d Delta) error {
 		for host, n := range d.Hosts {
 			p.ZIncrBy(ctx, hosts, float64(n), host)
 		}
+		for host, n := range d.DuplicateHosts {
+			p.ZIncrBy(ctx, r.key("hosts:dup"), float64(n), host)
+		}
 		if d.Links != 0 || d.Admitted != 0 {
 			rk := r.rateKey(bucketOf(now))
 			p.HIncrBy(ctx, rk, "links", d.Links)
@@ -99,7 +103,7 @@ func (r *Redis) Add(ctx context.Context, d Delta) error {
 }
 
 // Snapshot reads the statistics with the n hosts of most admitted URLs, in
-// one round trip.
+// two round trips (the second for those hosts' duplicates).
 func (r *Redis) Snapshot(ctx context.Context, n int) (Snapshot, error) {
 	now := r.now()
 	cur := bucketOf(now)
@@ -174,6 +178,22 @@ func (r *Redis) Snapshot(ctx context.Context, n int) (Snapshot, error) {
 			s.TopHosts = append(s.TopHosts, HostCount{Host: fmt.Sprint(z.Member), Admitted: int64(z.Score)})
 		}
 	}
+	if len(s.TopHosts) > 0 {
+		// The top hosts' duplicates: a second round trip, once they are known.
+		names := make([]string, len(s.TopHosts))
+		for i, h := range s.TopHosts {
+			names[i] = h.Host
+		}
+		dups, err := r.c.ZMScore(ctx, r.key("hosts:dup"), names...).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Snapshot{}, fmt.Errorf("stats: snapshot: %w", err)
+		}
+		for i := range s.TopHosts {
+			if i < len(dups) {
+				s.TopHosts[i].Duplicates = int64(dups[i])
+			}
+		}
+	}
 	s.HostCount = card.Val()
 	s.Rates = rates(now, s.Since, func(b int64) (int64, int64) {
 		cmd, ok := recent[b]
@@ -197,7 +217,7 @@ func toInt(v any) int64 {
 
 // Reset deletes the statistics (not the filter).
 func (r *Redis) Reset(ctx context.Context) error {
-	keys := []string{r.key("stats"), r.key("hosts")}
+	keys := []string{r.key("stats"), r.key("hosts"), r.key("hosts:dup")}
 	cur := bucketOf(r.now())
 	for b := cur - int64(rateTTL/time.Second)/bucketSeconds; b <= cur; b++ {
 		keys = append(keys, r.rateKey(b))

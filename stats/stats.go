@@ -47,8 +47,9 @@ type Delta struct {
 	Rejected map[string]int64 `json:"rejected,omitempty"`
 	// Poison counts discovered messages rejected whole, by reason.
 	Poison map[string]int64 `json:"poison,omitempty"`
-	// Hosts counts admitted URLs by host.
-	Hosts map[string]int64 `json:"-"`
+	// Hosts counts admitted URLs by host, DuplicateHosts duplicate links.
+	Hosts          map[string]int64 `json:"-"`
+	DuplicateHosts map[string]int64 `json:"-"`
 	// Crawls splits the link counts by crawl id.
 	Crawls map[string]CrawlCounts `json:"crawls,omitempty"`
 }
@@ -83,6 +84,10 @@ func (d *Delta) AddPoison(reason string) { d.Poison = inc(d.Poison, reason, 1) }
 // AdmitHost counts one admitted URL of host (Admitted is counted apart).
 func (d *Delta) AdmitHost(host string) { d.Hosts = inc(d.Hosts, host, 1) }
 
+// DuplicateHost counts one duplicate link to host (Duplicates is counted
+// apart).
+func (d *Delta) DuplicateHost(host string) { d.DuplicateHosts = inc(d.DuplicateHosts, host, 1) }
+
 func inc(m map[string]int64, k string, n int64) map[string]int64 {
 	if m == nil {
 		m = map[string]int64{}
@@ -109,6 +114,9 @@ func (d *Delta) Merge(o Delta) {
 	for k, n := range o.Hosts {
 		d.Hosts = inc(d.Hosts, k, n)
 	}
+	for k, n := range o.DuplicateHosts {
+		d.DuplicateHosts = inc(d.DuplicateHosts, k, n)
+	}
 	for k, c := range o.Crawls {
 		d.CountCrawl(k, c)
 	}
@@ -118,7 +126,7 @@ func (d *Delta) Merge(o Delta) {
 func (d Delta) IsZero() bool {
 	return d.Pages == 0 && d.Links == 0 && d.Admitted == 0 && d.Duplicates == 0 && d.Republished == 0 &&
 		d.Imported == 0 && d.ImportedSeen == 0 && len(d.Rejected) == 0 && len(d.Poison) == 0 && len(d.Hosts) == 0 &&
-		len(d.Crawls) == 0
+		len(d.DuplicateHosts) == 0 && len(d.Crawls) == 0
 }
 
 // Clone returns a deep copy of d.
@@ -126,6 +134,7 @@ func (d Delta) Clone() Delta {
 	d.Rejected = maps.Clone(d.Rejected)
 	d.Poison = maps.Clone(d.Poison)
 	d.Hosts = maps.Clone(d.Hosts)
+	d.DuplicateHosts = maps.Clone(d.DuplicateHosts)
 	d.Crawls = maps.Clone(d.Crawls)
 	return d
 }
@@ -144,10 +153,11 @@ func sum(m map[string]int64) int64 {
 	return n
 }
 
-// HostCount is one host's admitted URLs.
+// HostCount is one host's admitted URLs and duplicate links.
 type HostCount struct {
-	Host     string `json:"host"`
-	Admitted int64  `json:"admitted"`
+	Host       string `json:"host"`
+	Admitted   int64  `json:"admitted"`
+	Duplicates int64  `json:"duplicates"`
 }
 
 // Rates are per-second rates over the last minute and the last five
@@ -161,10 +171,11 @@ type Rates struct {
 
 // Snapshot is the shared statistics at one moment.
 type Snapshot struct {
-	// Totals holds every counter since the statistics began (Hosts unset;
-	// see TopHosts).
+	// Totals holds every counter since the statistics began (Hosts and
+	// DuplicateHosts unset; see TopHosts).
 	Totals Delta `json:"totals"`
-	// TopHosts lists the hosts with the most admitted URLs, most first.
+	// TopHosts lists the hosts with the most admitted URLs, most first,
+	// with their duplicates.
 	TopHosts []HostCount `json:"top_hosts"`
 	// HostCount is the number of distinct hosts admitted.
 	HostCount int64 `json:"host_count"`
@@ -210,11 +221,12 @@ func rates(now, since time.Time, bucket func(b int64) (links, admitted int64)) R
 	return r
 }
 
-// topHosts sorts hosts by count (then name) and keeps n.
-func topHosts(m map[string]int64, n int) []HostCount {
+// topHosts sorts hosts by admitted count (then name), keeps n, and gives
+// them their duplicates.
+func topHosts(m, dups map[string]int64, n int) []HostCount {
 	out := make([]HostCount, 0, len(m))
 	for h, c := range m {
-		out = append(out, HostCount{h, c})
+		out = append(out, HostCount{h, c, dups[h]})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Admitted != out[j].Admitted {

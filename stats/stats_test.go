@@ -34,9 +34,10 @@ func TestStoresAgree(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	deltas := []Delta{
 		{Pages: 1, Links: 10, Admitted: 6, Duplicates: 3, Rejected: map[string]int64{"scheme": 1},
-			Hosts: map[string]int64{"a.example": 4, "b.example": 2}, Crawls: map[string]CrawlCounts{"c1": {10, 6, 3, 1}}},
+			Hosts: map[string]int64{"a.example": 4, "b.example": 2}, DuplicateHosts: map[string]int64{"a.example": 3}, Crawls: map[string]CrawlCounts{"c1": {10, 6, 3, 1}}},
 		{Pages: 2, Links: 20, Admitted: 5, Duplicates: 13, Republished: 2, Rejected: map[string]int64{"scheme": 1, "host": 1},
 			Poison: map[string]int64{"malformed": 1}, Hosts: map[string]int64{"b.example": 4, "c.example": 1},
+			DuplicateHosts: map[string]int64{"b.example": 12, "d.example": 1},
 			Crawls: map[string]CrawlCounts{"c1": {5, 1, 4, 0}, "c-2": {15, 4, 9, 2}}},
 		{Imported: 7, ImportedSeen: 3},
 		{}, // empty: no effect
@@ -44,7 +45,7 @@ func TestStoresAgree(t *testing.T) {
 	want := Delta{Pages: 3, Links: 30, Admitted: 11, Duplicates: 16, Republished: 2, Imported: 7, ImportedSeen: 3,
 		Rejected: map[string]int64{"scheme": 2, "host": 1}, Poison: map[string]int64{"malformed": 1},
 		Crawls: map[string]CrawlCounts{"c1": {15, 7, 7, 1}, "c-2": {15, 4, 9, 2}}}
-	wantTop := []HostCount{{"b.example", 6}, {"a.example", 4}}
+	wantTop := []HostCount{{"b.example", 6, 12}, {"a.example", 4, 3}}
 	for name, s := range stores(t, c) {
 		t.Run(name, func(t *testing.T) {
 			for _, d := range deltas {
@@ -110,7 +111,7 @@ func TestRedisLayoutPinned(t *testing.T) {
 	r := NewRedis(client, "crawl1")
 	r.now = func() time.Time { return time.Unix(1_700_000_005, 0) }
 	if err := r.Add(ctx, Delta{Pages: 1, Links: 3, Admitted: 2, Duplicates: 1, Rejected: map[string]int64{"scheme": 1},
-		Hosts: map[string]int64{"a.example": 2}, Crawls: map[string]CrawlCounts{"c-1": {Links: 3, Admitted: 2, Duplicates: 1}}}); err != nil {
+		Hosts: map[string]int64{"a.example": 2}, DuplicateHosts: map[string]int64{"a.example": 1}, Crawls: map[string]CrawlCounts{"c-1": {Links: 3, Admitted: 2, Duplicates: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	checks := []struct {
@@ -136,13 +137,16 @@ func TestRedisLayoutPinned(t *testing.T) {
 	if got, err := client.ZScore(ctx, "{crawl1}:hosts", "a.example").Result(); err != nil || got != 2 {
 		t.Errorf("ZSCORE {crawl1}:hosts a.example = %v, %v; want 2", got, err)
 	}
+	if got, err := client.ZScore(ctx, "{crawl1}:hosts:dup", "a.example").Result(); err != nil || got != 1 {
+		t.Errorf("ZSCORE {crawl1}:hosts:dup a.example = %v, %v; want 1", got, err)
+	}
 	if ttl := client.TTL(ctx, "{crawl1}:rate:170000000").Val(); ttl <= 0 || ttl > rateTTL {
 		t.Errorf("rate bucket TTL = %v, want in (0, %v]", ttl, rateTTL)
 	}
 	if err := r.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := client.Exists(ctx, "{crawl1}:stats", "{crawl1}:hosts", "{crawl1}:rate:170000000").Val(); n != 0 {
+	if n := client.Exists(ctx, "{crawl1}:stats", "{crawl1}:hosts", "{crawl1}:hosts:dup", "{crawl1}:rate:170000000").Val(); n != 0 {
 		t.Errorf("%d keys left after Reset", n)
 	}
 }

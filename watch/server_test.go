@@ -76,6 +76,7 @@ func TestServerSurface(t *testing.T) {
 		{"crawl's links", got.Shared.Totals.Crawls[testCrawl].Links, got.Shared.Totals.Links},
 		{"crawl's admitted", got.Shared.Totals.Crawls[testCrawl].Admitted, want.Admitted},
 		{"crawl's duplicates", got.Shared.Totals.Crawls[testCrawl].Duplicates, want.Duplicates},
+		{"top host's duplicates", got.Shared.TopHosts[0].Duplicates, want.Duplicates},
 		{"crawler fetched", got.Crawler.Fetched, st.Fetched},
 		{"crawl fetched", got.Crawler.Crawls[testCrawl].Fetched, st.Fetched},
 		{"filter items", int64(got.Filter.Items), want.Admitted},

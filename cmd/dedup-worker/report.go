@@ -113,9 +113,9 @@ func printReport(w io.Writer, r report, now time.Time) {
 		}
 		fmt.Fprintf(tw, "  links/s (1m, 5m)\t%.1f\t%.1f\n", s.Rates.LinksPerSec1m, s.Rates.LinksPerSec5m)
 		fmt.Fprintf(tw, "  admitted/s (1m, 5m)\t%.1f\t%.1f\n", s.Rates.AdmittedPerSec1m, s.Rates.AdmittedPerSec5m)
-		fmt.Fprintf(tw, "\nTOP HOSTS\t(%s hosts)\n", num(s.HostCount))
+		fmt.Fprintf(tw, "\nTOP HOSTS\t(%s hosts)\tadmitted\tduplicates\n", num(s.HostCount))
 		for _, h := range s.TopHosts {
-			fmt.Fprintf(tw, "  %s\t%s\n", h.Host, num(h.Admitted))
+			fmt.Fprintf(tw, "  %s\t\t%s\t%s\n", h.Host, num(h.Admitted), num(h.Duplicates))
 		}
 	}
 	if f := r.Filter; f != nil {

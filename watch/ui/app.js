@@ -205,11 +205,11 @@
 
     // Top hosts: the crawler's most fetched and the workers' most admitted.
     const hosts = new Map();
-    const host = (h) => hosts.get(h) || hosts.set(h, { fetched: null, admitted: null }).get(h);
+    const host = (h) => hosts.get(h) || hosts.set(h, { fetched: null, admitted: null, duplicates: null }).get(h);
     for (const h of (r.crawler && r.crawler.top_hosts) || []) host(h.host).fetched = h.fetched;
-    for (const h of (r.shared && r.shared.top_hosts) || []) host(h.host).admitted = h.admitted;
+    for (const h of (r.shared && r.shared.top_hosts) || []) Object.assign(host(h.host), { admitted: h.admitted, duplicates: h.duplicates });
     const hrows = [...hosts.entries()].sort((a, b) => (b[1].fetched || 0) + (b[1].admitted || 0) - (a[1].fetched || 0) - (a[1].admitted || 0)).slice(0, MAX_ROWS);
-    fill($("hosts"), ["host", "fetched#", "admitted#"], hrows.map(([h, c]) => [{ cls: "host", text: h }, c.fetched, c.admitted]));
+    fill($("hosts"), ["host", "fetched#", "admitted#", "duplicates#"], hrows.map(([h, c]) => [{ cls: "host", text: h }, c.fetched, c.admitted, c.duplicates]));
     const counts = [];
     if (r.crawler) counts.push(fmt(r.crawler.host_count) + " fetched");
     if (r.shared) counts.push(fmt(r.shared.host_count) + " admitted");
