@@ -38,7 +38,7 @@ func TestStoresAgree(t *testing.T) {
 		{Pages: 2, Links: 20, Admitted: 5, Duplicates: 13, Republished: 2, Rejected: map[string]int64{"scheme": 1, "host": 1},
 			Poison: map[string]int64{"malformed": 1}, Hosts: map[string]int64{"b.example": 4, "c.example": 1},
 			DuplicateHosts: map[string]int64{"b.example": 12, "d.example": 1},
-			Crawls: map[string]CrawlCounts{"c1": {5, 1, 4, 0}, "c-2": {15, 4, 9, 2}}},
+			Crawls:         map[string]CrawlCounts{"c1": {5, 1, 4, 0}, "c-2": {15, 4, 9, 2}}},
 		{Imported: 7, ImportedSeen: 3},
 		{}, // empty: no effect
 	}
