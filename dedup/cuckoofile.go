@@ -157,16 +157,16 @@ func LoadCuckoo(ctx context.Context, path string, opts CuckooOptions) (*Cuckoo, 
 	return c, nil
 }
 
-// ReadCuckoo reads a snapshot written by WriteTo. The stored parameters must
-// equal opts' (after defaults), except MaxKicks, which is taken from opts;
-// otherwise it fails with a *MismatchError naming the first
-// that differs. A different Policy is accepted only with opts.Force. A
+// ReadCuckoo reads a snapshot written by WriteTo. A zero field of opts
+// (Growth's fields, MaxLayers, BucketSize, FingerprintBits) takes the stored
+// value (it is adopted, never a mismatch); a field given must equal the
+// stored one, except MaxKicks, which is taken from opts; otherwise it fails
+// with a *MismatchError naming the first that differs and both values. A different Policy is accepted only with opts.Force. A
 // snapshot that is truncated, fails its checksum or describes an impossible
 // filter fails with ErrCorrupt; ReadCuckoo never trusts a stored size before
 // the bytes behind it have arrived.
 func ReadCuckoo(r io.Reader, opts CuckooOptions) (*Cuckoo, error) {
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	if err := opts.withDefaults().validate(); err != nil {
 		return nil, err
 	}
 	cr := &checkedReader{r: bufio.NewReaderSize(r, 1<<16), crc: crc32.New(castagnoli)}
@@ -179,7 +179,7 @@ func ReadCuckoo(r io.Reader, opts CuckooOptions) (*Cuckoo, error) {
 	if v := cr.u16(); cr.err == nil && v != cuckooFileVersion {
 		return nil, fmt.Errorf("%w: unsupported version %d", ErrCorrupt, v)
 	}
-	stored := CuckooOptions{MaxKicks: opts.MaxKicks}
+	stored := CuckooOptions{MaxKicks: opts.withDefaults().MaxKicks}
 	stored.BucketSize = int(cr.u8())
 	stored.FingerprintBits = int(cr.u8())
 	stored.MaxLayers = int(cr.u8())
@@ -196,6 +196,17 @@ func ReadCuckoo(r io.Reader, opts CuckooOptions) (*Cuckoo, error) {
 	if err := stored.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
+	opts.Growth = opts.Growth.adopt(stored.Growth)
+	if opts.MaxLayers == 0 {
+		opts.MaxLayers = stored.MaxLayers
+	}
+	if opts.BucketSize == 0 {
+		opts.BucketSize = stored.BucketSize
+	}
+	if opts.FingerprintBits == 0 {
+		opts.FingerprintBits = stored.FingerprintBits
+	}
+	opts = opts.withDefaults()
 	if err := cuckooCompare("", stored, opts); err != nil {
 		return nil, err
 	}

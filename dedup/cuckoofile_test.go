@@ -78,7 +78,6 @@ func TestCuckooSnapshotMismatch(t *testing.T) {
 		change func(*CuckooOptions)
 	}{
 		{"initial_capacity", func(o *CuckooOptions) { o.Growth.InitialCapacity = 301 }},
-		{"initial_capacity", func(o *CuckooOptions) { o.Growth.InitialCapacity = 0 }}, // the default is not "whatever is stored"
 		{"target_fpp", func(o *CuckooOptions) { o.Growth.TargetFPP = 0.001 }},
 		{"growth_factor", func(o *CuckooOptions) { o.Growth.Factor = 4 }},
 		{"tightening", func(o *CuckooOptions) { o.Growth.Tightening = 0.5 }},

@@ -154,7 +154,11 @@
 //
 // Filters store their parameters with their bits, plus an opaque policy
 // string: the version of the normalize policy that produced the canonical
-// URLs they hold. Reopening a stored filter with other parameters, or another
-// policy without Force, fails with a *MismatchError, since other parameters
-// would address other bits and another policy other keys.
+// URLs they hold. A stored filter describes itself: reopening it adopts the
+// stored value of every parameter left zero in the options (so a reader
+// needs only its name, or its file), and fails with a *MismatchError naming
+// the stored and the given value when a parameter is given otherwise, or
+// another policy without Force, since other parameters would address other
+// bits and another policy other keys. The Redis kinds' Existing option opens
+// only an existing filter and writes nothing, for read-only callers.
 package dedup

@@ -9,6 +9,11 @@ import (
 // opened with parameters other than those it was created with.
 var ErrMismatch = errors.New("dedup: filter parameters mismatch")
 
+// ErrNotFound is returned by an open that must find an existing filter
+// (RedisBloomOptions.Existing, RedisCuckooOptions.Existing) when there is
+// none.
+var ErrNotFound = errors.New("dedup: no such filter")
+
 // MismatchError reports which stored parameter differs from the one given
 // when a filter is reopened. Using a filter under other parameters would
 // silently corrupt it (other bit positions, another error bound, another

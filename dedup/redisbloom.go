@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -41,9 +40,11 @@ var redisBloomLua string
 
 var redisBloomScript = newRedisScript(redisBloomLua)
 
-// RedisBloomOptions configures a RedisBloom. The zero value of each field
-// means its default. Every field but Force is stored with the filter; see
-// OpenRedisBloom.
+// RedisBloomOptions configures a RedisBloom. Every field but Force,
+// Existing and MirrorBytes is stored with the filter; see OpenRedisBloom.
+// A zero field of those stored means the existing filter's value when the
+// filter exists (it is adopted, never a mismatch), and its default when the
+// filter is created; a field given (non-zero) must equal the stored value.
 type RedisBloomOptions struct {
 	// InitialCapacity is the number of keys the first layer holds, over all
 	// shards; 0 means DefaultRedisBloomCapacity.
@@ -71,6 +72,10 @@ type RedisBloomOptions struct {
 	// Force opens a filter stored under another Policy, replacing the stored
 	// policy with this one. It does not override any other parameter.
 	Force bool
+	// Existing opens only a filter that exists, and writes nothing (no
+	// metadata; Force does not replace the stored policy): a missing filter
+	// is an error matching ErrNotFound. Read-only callers use it.
+	Existing bool
 	// MirrorBytes bounds this process's local copy of the filter's bits,
 	// which answers repeated keys without Redis and spares the script the
 	// frozen layers (see bloomMirror); layers are copied oldest first while
@@ -245,12 +250,15 @@ type redisBloomLayer struct {
 // not exist (under layout 2, the native protocol). A filter stored under
 // layout 1 (the script protocol of earlier versions) is served with that
 // protocol, unchanged; any other stored layout fails with a *MismatchError
-// on "layout". Its parameters (opts after defaults but Force, and the hash and
-// layout versions) are stored in the hash "<name>:meta", created atomically
-// by the first opener; opening an existing filter with any other parameter
-// fails with a *MismatchError naming the field, except a different Policy
-// with opts.Force, which replaces the stored policy. The name may not be
-// empty or hold '{' or '}'.
+// on "layout". Its parameters (opts after defaults but Force, Existing and
+// MirrorBytes, and the hash and layout versions) are stored in the hash
+// "<name>:meta", created atomically by the first opener. Opening an
+// existing filter adopts the stored value of every parameter left zero in
+// opts; a parameter given that differs from the stored one fails with a
+// *MismatchError naming the field and both values, except a different
+// Policy with opts.Force, which replaces the stored policy. With
+// opts.Existing a missing filter is an error (ErrNotFound) and nothing is
+// written. The name may not be empty or hold '{' or '}'.
 //
 // client may be a *redis.Client or a *redis.ClusterClient (which a Redis
 // Cluster needs: given any other client, the filter lets one script serve
@@ -261,23 +269,36 @@ func OpenRedisBloom(ctx context.Context, client redis.UniversalClient, name stri
 }
 
 // openRedisBloomLayout opens the filter, creating it under layout if it
-// does not exist. An existing layout-1 filter opened for layout 2 is served
-// under layout 1.
+// does not exist. An existing layout-1 filter is served under layout 1.
 func openRedisBloomLayout(ctx context.Context, client redis.UniversalClient, name string, opts RedisBloomOptions, layout string) (*RedisBloom, error) {
-	opts = opts.withDefaults()
-	f, err := newRedisBloom(client, name, opts, layout)
+	f, err := openRedisBloomMeta(ctx, client, name, opts, layout)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: open redis bloom %q: %w", name, err)
 	}
-	meta := redisMeta{key: f.shards.metaKey(), name: name, fields: f.metaFields()}
-	if _, err := meta.ensure(ctx, client, opts.Force); err != nil {
-		var me *MismatchError
-		if errors.As(err, &me) && me.Field == "layout" && me.Stored == redisBloomLayoutScript && layout != redisBloomLayoutScript {
-			return openRedisBloomLayout(ctx, client, name, opts, redisBloomLayoutScript)
-		}
-		return nil, fmt.Errorf("dedup: open redis bloom %q: %w", name, err)
-	}
 	return f, nil
+}
+
+// openRedisBloomMeta is openRedisBloomLayout, without the error's context.
+func openRedisBloomMeta(ctx context.Context, client redis.UniversalClient, name string, given RedisBloomOptions, layout string) (*RedisBloom, error) {
+	return openWithMeta(ctx, client, name, given.Existing, given.Force, func(stored map[string]string) (*RedisBloom, []redisMetaField, error) {
+		opts, layout := given, layout
+		err := adoptStored(stored,
+			storedParam{"initial_capacity", &opts.InitialCapacity}, storedParam{"target_fpp", &opts.TargetFPP},
+			storedParam{"growth_factor", &opts.Factor}, storedParam{"tightening", &opts.Tightening},
+			storedParam{"shards", &opts.Shards}, storedParam{"chunk_bytes", &opts.ChunkBytes},
+		)
+		if err != nil {
+			return nil, nil, err
+		}
+		if stored["layout"] == redisBloomLayoutScript {
+			layout = redisBloomLayoutScript
+		}
+		f, err := newRedisBloom(client, name, opts.withDefaults(), layout)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, f.metaFields(), nil
+	})
 }
 
 func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOptions, layout string) (*RedisBloom, error) {

@@ -46,14 +46,21 @@ const (
 
 // RedisCuckooOptions configures a RedisCuckoo: the cuckoo filter's options,
 // for the whole filter (Growth.InitialCapacity is over all shards), and the
-// shard count. The zero value of each field means its default. Every field
-// but Force and MaxKicks is stored with the filter; see OpenRedisCuckoo.
+// shard count. Every field but Force, MaxKicks and Existing is stored with
+// the filter; see OpenRedisCuckoo. A zero field of those stored means the
+// existing filter's value when the filter exists (it is adopted, never a
+// mismatch), and its default when the filter is created; a field given
+// (non-zero) must equal the stored value.
 type RedisCuckooOptions struct {
 	CuckooOptions
 	// Shards is the number of independent sub-filters the keys are spread
 	// over (by hash), each in its own Redis Cluster hash slot; 0 means
 	// DefaultRedisCuckooShards.
 	Shards int
+	// Existing opens only a filter that exists, and writes nothing (no
+	// metadata; Force does not replace the stored policy): a missing filter
+	// is an error matching ErrNotFound. Read-only callers use it.
+	Existing bool
 }
 
 func (o RedisCuckooOptions) withDefaults() RedisCuckooOptions {
@@ -119,25 +126,45 @@ type RedisCuckoo struct {
 }
 
 // OpenRedisCuckoo opens the cuckoo filter named name in Redis, creating it if
-// it does not exist. Its parameters (opts after defaults, but Force and
-// MaxKicks, and the hash and layout versions) are stored in the hash
-// "<name>:meta", created atomically by the first opener; opening an existing
-// filter with any other parameter fails with a *MismatchError naming the
-// field, except a different Policy with opts.Force, which replaces the stored
-// policy. The name may not be empty or hold '{' or '}'.
+// it does not exist. Its parameters (opts after defaults, but Force,
+// MaxKicks and Existing, and the hash and layout versions) are stored in the
+// hash "<name>:meta", created atomically by the first opener. Opening an
+// existing filter adopts the stored value of every parameter left zero in
+// opts; a parameter given that differs from the stored one fails with a
+// *MismatchError naming the field and both values, except a different
+// Policy with opts.Force, which replaces the stored policy. With
+// opts.Existing a missing filter is an error (ErrNotFound) and nothing is
+// written. The name may not be empty or hold '{' or '}'.
 //
 // client may be a *redis.Client or a *redis.ClusterClient; the filter does
 // not close it.
 func OpenRedisCuckoo(ctx context.Context, client redis.UniversalClient, name string, opts RedisCuckooOptions) (*RedisCuckoo, error) {
-	f, err := newRedisCuckoo(client, name, opts.withDefaults())
+	f, err := openRedisCuckooMeta(ctx, client, name, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: open redis cuckoo %q: %w", name, err)
 	}
-	meta := redisMeta{key: f.shards.metaKey(), name: name, fields: f.metaFields()}
-	if _, err := meta.ensure(ctx, client, f.opts.Force); err != nil {
-		return nil, fmt.Errorf("dedup: open redis cuckoo %q: %w", name, err)
-	}
 	return f, nil
+}
+
+// openRedisCuckooMeta is OpenRedisCuckoo, without the error's context.
+func openRedisCuckooMeta(ctx context.Context, client redis.UniversalClient, name string, given RedisCuckooOptions) (*RedisCuckoo, error) {
+	return openWithMeta(ctx, client, name, given.Existing, given.Force, func(stored map[string]string) (*RedisCuckoo, []redisMetaField, error) {
+		opts := given
+		err := adoptStored(stored,
+			storedParam{"initial_capacity", &opts.Growth.InitialCapacity}, storedParam{"target_fpp", &opts.Growth.TargetFPP},
+			storedParam{"growth_factor", &opts.Growth.Factor}, storedParam{"tightening", &opts.Growth.Tightening},
+			storedParam{"shards", &opts.Shards}, storedParam{"bucket_size", &opts.BucketSize},
+			storedParam{"fingerprint_bits", &opts.FingerprintBits}, storedParam{"max_layers", &opts.MaxLayers},
+		)
+		if err != nil {
+			return nil, nil, err
+		}
+		f, err := newRedisCuckoo(client, name, opts.withDefaults())
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, f.metaFields(), nil
+	})
 }
 
 func newRedisCuckoo(client redis.UniversalClient, name string, opts RedisCuckooOptions) (*RedisCuckoo, error) {

@@ -270,16 +270,16 @@ func (s *ScalableBloom) snapshot() (*snapshot, error) {
 	return &snapshot{kind: snapshotKindScalable, policy: s.policy, growth: s.growth, layers: layers}, nil
 }
 
-// LoadScalableBloom restores a filter written by ScalableBloom.Save.
-// opts.Growth (with defaults filled in) must equal the stored schedule and
+// LoadScalableBloom restores a filter written by ScalableBloom.Save. A
+// zero field of opts.Growth takes the stored schedule's value (it is
+// adopted, never a mismatch); a field given must equal the stored one, and
 // opts.Policy the stored policy, or LoadScalableBloom returns a
-// *MismatchError naming the field; with opts.Force a different policy is
-// accepted and opts.Policy replaces the stored one. A truncated or damaged
+// *MismatchError naming the field and both values; with opts.Force a
+// different policy is accepted and opts.Policy replaces the stored one. A truncated or damaged
 // file gives ErrCorrupt, a missing one an error matching
 // fs.ErrNotExist.
 func LoadScalableBloom(ctx context.Context, path string, opts ScalableOptions) (*ScalableBloom, error) {
-	opts = opts.withDefaults()
-	if err := opts.Growth.Validate(); err != nil {
+	if err := opts.withDefaults().Growth.Validate(); err != nil {
 		return nil, err
 	}
 	s, err := readSnapshot(ctx, path, snapshotKindScalable)
@@ -290,8 +290,10 @@ func LoadScalableBloom(ctx context.Context, path string, opts ScalableOptions) (
 }
 
 // scalableFromSnapshot makes a filter of a decoded snapshot if it was stored
-// with opts (with defaults), as LoadScalableBloom describes.
+// with opts, as LoadScalableBloom describes.
 func scalableFromSnapshot(path string, s *snapshot, opts ScalableOptions) (*ScalableBloom, error) {
+	opts.Growth = opts.Growth.adopt(s.growth)
+	opts = opts.withDefaults()
 	stored, given := s.growth, opts.Growth
 	mismatch := func(field string, a, b any) error {
 		return &MismatchError{Name: path, Field: field, Stored: fmt.Sprint(a), Given: fmt.Sprint(b)}

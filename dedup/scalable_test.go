@@ -231,7 +231,10 @@ func TestLoadScalableBloomMismatch(t *testing.T) {
 		{ScalableOptions{Growth: Growth{InitialCapacity: 1000, TargetFPP: 0.001}, Policy: "v1"}, "target_fpp"},
 		{ScalableOptions{Growth: Growth{InitialCapacity: 1000, TargetFPP: 0.01, Factor: 4}, Policy: "v1"}, "growth_factor"},
 		{ScalableOptions{Growth: Growth{InitialCapacity: 1000, TargetFPP: 0.01, Tightening: 0.5}, Policy: "v1"}, "tightening"},
-		{ScalableOptions{Policy: "v1"}, "initial_capacity"}, // zero = default 1e6
+		// Zero fields adopt the stored schedule.
+		{ScalableOptions{Policy: "v1"}, ""},
+		{ScalableOptions{Growth: Growth{TargetFPP: 0.01}, Policy: "v1"}, ""},
+		{ScalableOptions{Growth: Growth{InitialCapacity: 2000}, Policy: "v1"}, "initial_capacity"},
 		{ScalableOptions{Growth: g, Policy: "v2"}, "policy"},
 		{ScalableOptions{Growth: g}, "policy"},
 		{ScalableOptions{Growth: g, Policy: "v2", Force: true}, ""},

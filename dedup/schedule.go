@@ -57,6 +57,24 @@ func (g Growth) WithDefaults() Growth {
 	return g
 }
 
+// adopt returns g with each zero field set to stored's: a stored filter's
+// schedule fills in what was not given.
+func (g Growth) adopt(stored Growth) Growth {
+	if g.InitialCapacity == 0 {
+		g.InitialCapacity = stored.InitialCapacity
+	}
+	if g.TargetFPP == 0 {
+		g.TargetFPP = stored.TargetFPP
+	}
+	if g.Factor == 0 {
+		g.Factor = stored.Factor
+	}
+	if g.Tightening == 0 {
+		g.Tightening = stored.Tightening
+	}
+	return g
+}
+
 // Validate reports the first field of g (after defaults) that cannot describe
 // a filter.
 func (g Growth) Validate() error {
