@@ -1017,3 +1017,32 @@ func TestRedisBloomMirror(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisBloomLastLayerFull fills a filter whose schedule can size only
+// two layers: once the second is full, TestAndAdd fails with an error
+// saying so, and never panics; what was added stays present.
+func TestRedisBloomLastLayerFull(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Start(t, redistest.Options{}).Client()
+	for _, mirror := range []int64{0, -1} {
+		f := openRedisBloom(t, c, fmt.Sprintf("last%d", mirror), RedisBloomOptions{InitialCapacity: 200, Shards: 1, MirrorBytes: mirror})
+		f.layers, f.guards = f.layers[:2], f.guards[:2] // 200 + 400 keys
+		keys := urlKeys("last", 0, 1000)
+		var err error
+		added := 0
+		for at := 0; at < len(keys) && err == nil; at += 50 {
+			if _, err = f.TestAndAdd(ctx, keys[at:at+50]); err == nil {
+				added = at + 50
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "all the 2 layers") {
+			t.Fatalf("mirror %d: TestAndAdd past the last layer: %v, want an error naming the 2 layers", mirror, err)
+		}
+		if added < 550 || added > 650 {
+			t.Errorf("mirror %d: %d keys added before the error, want about 600", mirror, added)
+		}
+		if got := countPresent(t, f, keys[:added], 50); got != added {
+			t.Errorf("mirror %d: %d of %d added keys present", mirror, got, added)
+		}
+	}
+}

@@ -410,6 +410,9 @@ func (r *nativeRun) round(parts []redisPart) ([][]int, error) {
 		jb := &jobs[p]
 		jb.layers = int(f.seen[j].Load())
 		L := jb.layers
+		if L < 1 || L > len(f.layers) {
+			return nil, fmt.Errorf("shard %d has %d layers, more than the %d its schedule can size", j, L, len(f.layers))
+		}
 		idx := part.idx
 		if r.add {
 			// One write call a shard a round: after the layer freezes,
@@ -530,11 +533,14 @@ func (r *nativeRun) round(parts []redisPart) ([][]int, error) {
 				return nil, err
 			}
 			added := 0
+			last := L == len(f.layers)
 			for x, q := range lc.qs {
 				switch {
 				case !zero[x]: // every bit was 1: held by the layer
 					r.out[q] = !r.add
-				case frozen: // absent from the frozen layer: on to the next
+				case frozen && last && r.add:
+					return nil, fmt.Errorf("shard %d has all the %d layers its schedule can size, and the last is full", j, L)
+				case frozen && !last: // absent from the frozen layer: on to the next
 					r.from[q] = L
 					left[p] = append(left[p], q)
 				case r.add:
@@ -544,7 +550,7 @@ func (r *nativeRun) round(parts []redisPart) ([][]int, error) {
 					r.out[q] = false
 				}
 			}
-			if full && f.seen[j].Load() == int32(L) {
+			if full && !last && f.seen[j].Load() == int32(L) {
 				f.raiseLayers(j, L+1)
 				// A hint for processes that open the filter later.
 				fix = append(fix, redis.NewIntCmd(r.ctx, "hset", f.shards.key(j, "state"), "layers", L+1))
