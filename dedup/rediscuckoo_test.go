@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -550,5 +551,57 @@ func TestRedisCuckooFormatPinned(t *testing.T) {
 	}
 	if n, _ := client.StrLen(ctx, "{pin:0}:slots:0").Result(); n != 1024*4*12/8 {
 		t.Errorf("layer 0 string is %d bytes, want %d", n, 1024*4*12/8)
+	}
+}
+
+// TestRedisCuckooLargeBatch sends one shard a batch of 2,600 keys, each
+// twice, 1,300 apart: the shared driver cuts it into calls of at most 1,024
+// keys (so no script call keeps Redis busy for long) and keeps the batch's
+// order across them, so no second copy is new.
+func TestRedisCuckooLargeBatch(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client()
+	f := openRedisCuckoo(t, c, "large", RedisCuckooOptions{CuckooOptions: CuckooOptions{Growth: Growth{InitialCapacity: 500, TargetFPP: 0.01}}, Shards: 1})
+	distinct := urlKeys("cuckoo-large", 0, 2600)
+	var batch [][]byte
+	for i := 0; i < len(distinct); i += 1300 {
+		part := distinct[i:min(i+1300, len(distinct))]
+		batch = append(append(batch, part...), part...)
+	}
+	// Load the script first: the count below is of EVALSHA calls only.
+	if _, err := f.Contains(ctx, distinct[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.TestAndAdd(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notNew := 0
+	for i := 0; i < len(batch); i += 2600 {
+		for x := 0; x < 1300; x++ {
+			if got[i+1300+x] {
+				t.Errorf("second copy of %q new", batch[i+x])
+			}
+			if !got[i+x] {
+				notNew++
+			}
+		}
+	}
+	if limit := fppUpperBound(len(distinct), 0.01); notNew > limit {
+		t.Errorf("%d of %d first copies not new, want ≤ %d", notNew, len(distinct), limit)
+	}
+	stats := c.Info(ctx, "commandstats").Val()
+	var calls int
+	for _, line := range strings.Split(stats, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+			fmt.Sscanf(rest, "calls=%d", &calls)
+		}
+	}
+	if want := (len(batch) + redisCallKeys - 1) / redisCallKeys; calls != want {
+		t.Errorf("%d script calls for %d keys of one shard, want %d (at most %d keys a call)", calls, len(batch), want, redisCallKeys)
 	}
 }
