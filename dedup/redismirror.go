@@ -79,6 +79,13 @@ func (l *mirrorLayer) bit(p uint64) bool {
 	return atomic.LoadUint64(&l.words[p>>6])&(1<<(p&63)) != 0
 }
 
+// setBit sets bit p of the layer.
+func (l *mirrorLayer) setBit(p uint64) {
+	if w, b := &l.words[p>>6], uint64(1)<<(p&63); atomic.LoadUint64(w)&b == 0 {
+		atomic.OrUint64(w, b)
+	}
+}
+
 // set sets the k bits of h in the layer.
 func (l *mirrorLayer) set(h Hash, k int, size uint64) {
 	for t := 0; t < k; t++ {

@@ -96,6 +96,7 @@ type layerCall struct {
 	qs     []int                // the keys, as batch indices
 	cmds   []*redis.IntSliceCmd // one per chunk with operations; chunk 0's first when guarded
 	owners [][]int32            // per command, per bit operation: position in qs
+	pos    [][]uint64           // per command, per bit operation: the bit, in the layer
 	head   []int                // per command: values before the bits' (flag, counter, allocation)
 }
 
@@ -115,11 +116,13 @@ func (f *RedisBloom) layerCall(ctx context.Context, j, i int, qs []int, hashes [
 	offs := make([]uint64, 0, len(qs)*l.k+3*int(nch))
 	args := make([][]any, nch)
 	owners := make([][]int32, nch)
+	poss := make([][]uint64, nch)
 	head := make([]int, nch)
 	for c := uint64(0); c < nch; c++ {
 		if nch == 1 {
 			args[c] = make([]any, 0, 16+per*len(qs)*l.k)
 			owners[c] = make([]int32, 0, len(qs)*l.k)
+			poss[c] = make([]uint64, 0, len(qs)*l.k)
 		}
 		args[c] = append(args[c], name, f.chunkKey(j, i, c))
 		tail := f.chunkBits(i, c)
@@ -159,6 +162,7 @@ func (f *RedisBloom) layerCall(ctx context.Context, j, i int, qs []int, hashes [
 				args[c] = append(args[c], argGET, argU1, &offs[len(offs)-1])
 			}
 			owners[c] = append(owners[c], int32(x))
+			poss[c] = append(poss[c], pos)
 		}
 	}
 	for c := range args {
@@ -167,6 +171,7 @@ func (f *RedisBloom) layerCall(ctx context.Context, j, i int, qs []int, hashes [
 		}
 		lc.cmds = append(lc.cmds, redis.NewIntSliceCmd(ctx, args[c]...))
 		lc.owners = append(lc.owners, owners[c])
+		lc.pos = append(lc.pos, poss[c])
 		lc.head = append(lc.head, head[c])
 	}
 	return lc
@@ -572,9 +577,12 @@ func (r *nativeRun) round(parts []redisPart) ([][]int, error) {
 				}
 			}
 			if known := jb.ls; known != nil && known[L-1] != nil && !frozen {
-				// Every bit of every key sent is 1 in Redis now.
-				for _, q := range lc.qs {
-					known[L-1].set(r.hashes[q], f.layers[L-1].k, f.layers[L-1].bits)
+				// Every bit of every key sent is 1 in Redis now: those the
+				// mirror held, and those the call set.
+				for _, ps := range lc.pos {
+					for _, p := range ps {
+						known[L-1].setBit(p)
+					}
 				}
 			}
 		}
