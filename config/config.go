@@ -11,6 +11,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"regexp"
@@ -57,16 +58,25 @@ type NATS struct {
 
 // Filter chooses and sizes the seen-URL filter.
 type Filter struct {
-	Kind             string        `yaml:"kind" help:"filter kind: bloom (scalable Bloom filter) or cuckoo"`
+	Kind             string        `yaml:"kind" help:"filter kind: bloom (scalable Bloom filter) or cuckoo; set when the filter is created: an existing one keeps its stored value"`
 	Name             string        `yaml:"name" help:"filter name: its Redis key prefix, or its snapshot name in memory mode"`
-	Capacity         int64         `yaml:"capacity" help:"URLs the first layer holds before the filter grows"`
-	FPP              float64       `yaml:"fpp" help:"bound on the whole filter's false-positive rate (a false positive drops an unseen URL), in (0, 1)"`
-	Growth           float64       `yaml:"growth" help:"capacity factor of each new layer, ≥ 1"`
-	Tightening       float64       `yaml:"tightening" help:"error-rate factor of each new layer, in (0, 1)"`
-	Shards           int           `yaml:"shards" help:"Redis keys each layer is split over (spreads a layer over a cluster); 0: the filter's default"`
+	Capacity         int64         `yaml:"capacity" help:"URLs the first layer holds before the filter grows; set when the filter is created: an existing one keeps its stored value"`
+	FPP              float64       `yaml:"fpp" help:"bound on the whole filter's false-positive rate (a false positive drops an unseen URL), in (0, 1); set when the filter is created: an existing one keeps its stored value"`
+	Growth           float64       `yaml:"growth" help:"capacity factor of each new layer, ≥ 1; set when the filter is created: an existing one keeps its stored value"`
+	Tightening       float64       `yaml:"tightening" help:"error-rate factor of each new layer, in (0, 1); set when the filter is created: an existing one keeps its stored value"`
+	Shards           int           `yaml:"shards" help:"Redis keys each layer is split over (spreads a layer over a cluster); 0: the filter's default; set when the filter is created: an existing one keeps its stored value"`
 	Snapshot         string        `yaml:"snapshot" help:"in memory mode, file the filter is loaded from at start and saved to periodically and at exit; empty: none"`
 	SnapshotInterval time.Duration `yaml:"snapshot_interval" help:"in memory mode with a snapshot file, how often it is saved when the filter changed (a save taking d waits at least 9d for the next, so a large filter costs at most a tenth of the time): the URLs a crash forgets are those admitted since the last save"`
-	Force            bool          `yaml:"force" help:"open a filter filled under another URL normalization policy version anyway"`
+	Force            bool          `yaml:"force" help:"open a filter filled under another URL normalization policy version anyway, replacing the stored version (run and import only; logged)"`
+
+	// Given lists the keys of this section's settings given explicitly
+	// (in the file, the environment or a flag), filled by Loader.Load.
+	// Open adopts an existing filter's stored value of every parameter
+	// (kind, capacity, fpp, growth, tightening, shards) not given.
+	Given []string `yaml:"-"`
+	// Log receives Open's notes: settings given that only apply when a
+	// filter is created, and filter.force in use. nil: slog.Default().
+	Log *slog.Logger `yaml:"-"`
 }
 
 // Normalize sets the URL canonicalization policy. Every worker and crawler

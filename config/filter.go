@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 
 	"github.com/redis/go-redis/v9"
@@ -40,47 +41,163 @@ func (f Filter) growth() dedup.Growth {
 // Open opens the filter the section describes, storing policy (the
 // normalize policy version) with it: in Redis when rdb is not nil (the
 // filter does not close rdb), else in memory, loaded from the Snapshot file
-// when one is set and exists.
+// when one is set and exists, and created from the section when it does not.
+//
+// An existing filter describes itself: its kind (where the stored filter
+// tells it), capacity, fpp, growth, tightening and shards are those stored
+// with it unless the section gives them explicitly (Given). One given that
+// differs from the stored value is an error naming both (a *FieldError
+// wrapping dedup.ErrMismatch); one given equal to it is logged as applying
+// only when a filter is created. A filter stored under another policy is an
+// error unless Force is set, which replaces the stored policy (logged).
 func (f Filter) Open(ctx context.Context, rdb redis.UniversalClient, policy string) (SeenFilter, error) {
-	var (
-		sf  SeenFilter
-		err error
-	)
-	switch {
-	case rdb != nil && f.Kind == "bloom":
-		sf, err = dedup.OpenRedisBloom(ctx, rdb, f.Name, dedup.RedisBloomOptions{
-			InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening,
-			Shards: f.Shards, Policy: policy, Force: f.Force,
-		})
-	case rdb != nil && f.Kind == "cuckoo":
-		sf, err = dedup.OpenRedisCuckoo(ctx, rdb, f.Name, dedup.RedisCuckooOptions{
-			CuckooOptions: dedup.CuckooOptions{Growth: f.growth(), Policy: policy, Force: f.Force},
-			Shards:        f.Shards,
-		})
-	case f.Kind == "bloom":
-		o := dedup.ScalableOptions{Growth: f.growth(), Policy: policy, Force: f.Force}
-		sf, err = loadOr(ctx, f.Snapshot, o, dedup.LoadScalableBloom, dedup.NewScalableBloom)
-	case f.Kind == "cuckoo":
-		o := dedup.CuckooOptions{Growth: f.growth(), Policy: policy, Force: f.Force}
-		sf, err = loadOr(ctx, f.Snapshot, o, dedup.LoadCuckoo, dedup.NewCuckoo)
-	default:
-		return nil, &FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
+	return f.open(ctx, rdb, policy, false, true)
+}
+
+// OpenExisting opens the filter as Open does, but only if it exists, and
+// writes nothing: nothing is created, nothing stored is changed, and Force
+// is refused. A missing filter is an error matching dedup.ErrNotFound.
+// Read-only commands use it.
+func (f Filter) OpenExisting(ctx context.Context, rdb redis.UniversalClient, policy string) (SeenFilter, error) {
+	return f.open(ctx, rdb, policy, true, true)
+}
+
+// creationOnly maps the section's keys that size a filter, which only apply
+// when it is created, to the names its stored parameters have in dedup.
+var creationOnly = []struct{ key, stored string }{
+	{"kind", "kind"}, {"capacity", "initial_capacity"}, {"fpp", "target_fpp"},
+	{"growth", "growth_factor"}, {"tightening", "tightening"}, {"shards", "shards"},
+}
+
+func (f Filter) open(ctx context.Context, rdb redis.UniversalClient, policy string, existing, retry bool) (SeenFilter, error) {
+	where := "in memory"
+	if rdb != nil {
+		where = "in redis"
+	} else if f.Snapshot != "" {
+		where = f.Snapshot
 	}
-	if errors.Is(err, dedup.ErrCorrupt) && rdb == nil {
-		if k := snapshotKind(f.Snapshot); k != "" && k != f.Kind {
-			err = &kindError{stored: k, given: f.Kind}
-		}
-	}
-	if err != nil {
-		where := "in memory"
-		if rdb != nil {
-			where = "in redis"
-		} else if f.Snapshot != "" {
-			where = f.Snapshot
-		}
+	fail := func(err error) (SeenFilter, error) {
 		return nil, fmt.Errorf("%s filter %q (%s): %w", f.Kind, f.Name, where, err)
 	}
+	if existing && f.Force {
+		return fail(&FieldError{Field: "filter.force", Err: errors.New("only applies to commands that write the filter (run, import)")})
+	}
+	given := map[string]bool{}
+	for _, k := range f.Given {
+		given[k] = true
+	}
+	stored, err := f.storedKind(ctx, rdb)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case stored == "" && existing:
+		return fail(fmt.Errorf("%w: no filter named %q %s", dedup.ErrNotFound, f.Name, where))
+	case stored == "bloom" || stored == "cuckoo":
+		if stored != f.Kind && given["kind"] {
+			return fail(&kindError{stored: stored, given: f.Kind, snapshot: rdb == nil})
+		}
+		f.Kind = stored
+	}
+	o := f // what the filter is opened with: zero adopts the stored value
+	if stored != "" {
+		for _, c := range creationOnly {
+			if !given[c.key] {
+				switch c.key {
+				case "capacity":
+					o.Capacity = 0
+				case "fpp":
+					o.FPP = 0
+				case "growth":
+					o.Growth = 0
+				case "tightening":
+					o.Tightening = 0
+				case "shards":
+					o.Shards = 0
+				}
+			}
+		}
+	}
+	sf, err := o.openKind(ctx, rdb, policy, existing)
+	var me *dedup.MismatchError
+	if stored == "" && retry && errors.As(err, &me) {
+		// Created by another process since it was looked for: adopt its
+		// parameters.
+		return f.open(ctx, rdb, policy, existing, false)
+	}
+	if err != nil {
+		if errors.As(err, &me) {
+			for _, c := range creationOnly {
+				if c.stored == me.Field {
+					err = &FieldError{Field: "filter." + c.key, Err: err}
+				}
+			}
+		}
+		return fail(err)
+	}
+	log := f.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if stored != "" {
+		for _, c := range creationOnly {
+			if given[c.key] {
+				log.Info("setting only applies when a filter is created; the existing filter keeps its stored value",
+					"setting", "filter."+c.key, "filter", f.Name, "where", where)
+			}
+		}
+	}
+	if f.Force {
+		log.Warn("filter.force: a filter stored under another normalization policy is opened anyway, and the stored policy replaced by this one",
+			"filter", f.Name, "where", where, "policy", policy)
+	}
 	return sf, nil
+}
+
+// storedKind returns the kind of the filter stored where the section says,
+// "unknown" if it exists but its kind cannot be told, or "" if there is
+// none. It writes nothing.
+func (f Filter) storedKind(ctx context.Context, rdb redis.UniversalClient) (string, error) {
+	if rdb != nil {
+		return dedup.StoredRedisKind(ctx, rdb, f.Name)
+	}
+	if f.Snapshot == "" {
+		return "", nil
+	}
+	if _, err := os.Stat(f.Snapshot); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	if k := snapshotKind(f.Snapshot); k != "" {
+		return k, nil
+	}
+	return "unknown", nil
+}
+
+// openKind opens the filter of the section's kind with its values as they
+// are (zero: the stored value; see dedup's Options).
+func (f Filter) openKind(ctx context.Context, rdb redis.UniversalClient, policy string, existing bool) (SeenFilter, error) {
+	force := f.Force && !existing
+	switch {
+	case rdb != nil && f.Kind == "bloom":
+		return dedup.OpenRedisBloom(ctx, rdb, f.Name, dedup.RedisBloomOptions{
+			InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening,
+			Shards: f.Shards, Policy: policy, Force: force, Existing: existing,
+		})
+	case rdb != nil && f.Kind == "cuckoo":
+		return dedup.OpenRedisCuckoo(ctx, rdb, f.Name, dedup.RedisCuckooOptions{
+			CuckooOptions: dedup.CuckooOptions{Growth: f.growth(), Policy: policy, Force: force},
+			Shards:        f.Shards, Existing: existing,
+		})
+	case f.Kind == "bloom":
+		o := dedup.ScalableOptions{Growth: f.growth(), Policy: policy, Force: force}
+		return loadOr(ctx, f.Snapshot, o, dedup.LoadScalableBloom, dedup.NewScalableBloom)
+	case f.Kind == "cuckoo":
+		o := dedup.CuckooOptions{Growth: f.growth(), Policy: policy, Force: force}
+		return loadOr(ctx, f.Snapshot, o, dedup.LoadCuckoo, dedup.NewCuckoo)
+	}
+	return nil, &FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
 }
 
 // loadOr loads an in-memory filter from path, or makes a new one when path
@@ -111,11 +228,18 @@ func (f Filter) Save(ctx context.Context, sf SeenFilter) error {
 	return nil
 }
 
-// kindError is a snapshot of another filter kind than filter.kind.
-type kindError struct{ stored, given string }
+// kindError is a stored filter of another kind than filter.kind.
+type kindError struct {
+	stored, given string
+	snapshot      bool
+}
 
 func (e *kindError) Error() string {
-	return fmt.Sprintf("%s snapshot, filter.kind is %s", e.stored, e.given)
+	what := "filter"
+	if e.snapshot {
+		what = "snapshot"
+	}
+	return fmt.Sprintf("%s %s, filter.kind is %s", e.stored, what, e.given)
 }
 
 // Unwrap returns dedup.ErrMismatch: waiting will not help.

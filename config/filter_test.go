@@ -100,6 +100,16 @@ func TestFilterOpenOtherKind(t *testing.T) {
 		}
 		f.Close()
 		fc.Kind = tt.given
+		// filter.kind not given explicitly: the snapshot's kind is used.
+		f, err = fc.Open(ctx, nil, "p")
+		if err != nil {
+			t.Fatalf("open a %s snapshot, kind %s not given: %v", tt.stored, tt.given, err)
+		}
+		if st, err := f.Stats(ctx); err != nil || st.Kind != tt.stored {
+			t.Errorf("open a %s snapshot, kind %s not given: Stats = %q, %v, want kind %s", tt.stored, tt.given, st.Kind, err, tt.stored)
+		}
+		f.Close()
+		fc.Given = []string{"kind"}
 		_, err = fc.Open(ctx, nil, "p")
 		want := tt.stored + " snapshot, filter.kind is " + tt.given
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, dedup.ErrMismatch) {

@@ -56,15 +56,22 @@ func invalid(field, format string, args ...any) *FieldError {
 // Supported field types: string, bool, int, int64, uint64, float64,
 // time.Duration, Bytes and []string (comma-separated in flags and env).
 //
+// Load records which settings were given explicitly (Given): a section
+// struct with a field "Given []string `yaml:\"-\"`" receives the keys of
+// its settings given (Filter.Given), so that a stored filter's parameters
+// can be told from defaults.
+//
 // A Loader is used by one goroutine: NewLoader, then the FlagSet's Parse,
 // then Load.
 type Loader struct {
 	target any
 	skip   map[string]bool // top-level YAML keys of another program
+	omit   map[string]bool // settings this command does not take
 	fields []*field
 	file   *string
 	flags  map[string]string // flag name → raw value, in the order given
 	order  []string
+	given  map[string]bool // YAML paths given explicitly
 }
 
 type field struct {
@@ -77,14 +84,26 @@ type field struct {
 
 // NewLoader registers --config (the YAML file; env SIEVE_CONFIG) and one flag
 // per setting of target, which must be a pointer to a struct holding the
-// defaults, on fs. It sets fs.Usage to print every setting.
-func NewLoader(fs *flag.FlagSet, target any) *Loader {
+// defaults, on fs. It sets fs.Usage to print every setting. The settings
+// named in omit (YAML paths, e.g. "filter.force") do not apply to this
+// command: they get no flag (giving one is an error), and the file and the
+// environment leave them at their defaults.
+func NewLoader(fs *flag.FlagSet, target any, omit ...string) *Loader {
 	v := reflect.ValueOf(target)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		panic("config: NewLoader needs a pointer to a struct") // programming error
 	}
-	l := &Loader{target: target, flags: map[string]string{}}
-	walk(v.Elem(), "", "", &l.fields)
+	l := &Loader{target: target, flags: map[string]string{}, omit: map[string]bool{}, given: map[string]bool{}}
+	for _, o := range omit {
+		l.omit[o] = true
+	}
+	var all []*field
+	walk(v.Elem(), "", "", &all)
+	for _, f := range all {
+		if !l.omit[f.path] {
+			l.fields = append(l.fields, f)
+		}
+	}
 	l.file = fs.String("config", "", "YAML configuration `file` (env "+EnvPrefix+"CONFIG); flags override the environment, which overrides the file")
 	for _, f := range l.fields {
 		fs.Var(&flagValue{l: l, f: f}, f.flag, f.help)
@@ -317,6 +336,7 @@ func (l *Loader) Load(lookupEnv func(string) (string, bool)) error {
 				if err := f.set(s); err != nil {
 					errs = append(errs, &FieldError{Field: f.path, Source: "env " + env, Err: err})
 				}
+				l.given[f.path] = true
 			}
 		}
 	}
@@ -329,8 +349,46 @@ func (l *Loader) Load(lookupEnv func(string) (string, bool)) error {
 		if err := f.set(l.flags[name]); err != nil {
 			errs = append(errs, &FieldError{Field: f.path, Source: "flag --" + name, Err: err})
 		}
+		l.given[f.path] = true
 	}
+	setGiven(reflect.ValueOf(l.target).Elem(), "", l.given)
 	return errors.Join(errs...)
+}
+
+// Given reports whether the setting at the YAML path (e.g.
+// "filter.capacity") was given explicitly, in the file, the environment or
+// a flag, by the last Load or LoadYAML.
+func (l *Loader) Given(path string) bool { return l.given[path] }
+
+// setGiven fills each section's "Given []string" field (yaml:"-") with the
+// keys of its settings given.
+func setGiven(v reflect.Value, prefix string, given map[string]bool) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		fv := v.Field(i)
+		switch {
+		case sf.Name == "Given" && name == "-" && fv.Type() == reflect.TypeOf([]string(nil)):
+			var keys []string
+			for p := range given {
+				if strings.HasPrefix(p, prefix) && !strings.Contains(p[len(prefix):], ".") {
+					keys = append(keys, p[len(prefix):])
+				}
+			}
+			sort.Strings(keys)
+			fv.Set(reflect.ValueOf(keys))
+		case fv.Kind() == reflect.Struct && fv.Type() != durationType && name != "-":
+			path := prefix
+			if opts != "inline" && name != "" {
+				path = prefix + name + "."
+			}
+			setGiven(fv, path, given)
+		}
+	}
 }
 
 // Skip passes over the YAML file's top-level keys named, and everything
@@ -354,7 +412,11 @@ func CrawlerKeys() []string {
 
 // LoadYAML applies a YAML document to the target, as Load does with the
 // config file; name is used in errors.
-func (l *Loader) LoadYAML(name string, data []byte) error { return l.loadYAML(name, data) }
+func (l *Loader) LoadYAML(name string, data []byte) error {
+	err := l.loadYAML(name, data)
+	setGiven(reflect.ValueOf(l.target).Elem(), "", l.given)
+	return err
+}
 
 func (l *Loader) loadYAML(name string, data []byte) error {
 	var doc yaml.Node
@@ -395,6 +457,12 @@ func (l *Loader) loadYAML(name string, data []byte) error {
 				if err := setNode(f, val); err != nil {
 					errs = append(errs, &FieldError{Field: path, Source: src, Err: err})
 				}
+				if val.Tag != "!!null" {
+					l.given[f.path] = true
+				}
+				continue
+			}
+			if l.omit[path] { // a setting of other commands
 				continue
 			}
 			if prefix == "" && l.skip[key.Value] {
