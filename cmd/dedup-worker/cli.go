@@ -31,14 +31,17 @@ type command struct {
 	name, args, summary string
 	run                 func(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int
 	flags               func(fs *flag.FlagSet) // the command's own flags
+	// writes marks the commands that write the filter (run, import): only
+	// they take filter.force, which rewrites the policy stored with it.
+	writes bool
 }
 
 func commands() []command {
 	return []command{
-		{name: "run", summary: "run a dedup worker until SIGTERM (serves /metrics, /healthz, /readyz, /stats)", run: cmdRun},
+		{name: "run", summary: "run a dedup worker until SIGTERM (serves /metrics, /healthz, /readyz, /stats)", run: cmdRun, writes: true},
 		{name: "stats", args: "[--json] [--data-dir DIR]", summary: "print the shared seen-URL statistics, filter health and queue depths", run: cmdStats, flags: statsFlags},
 		{name: "check", args: "[--base URL] [--data-dir DIR] URL…", summary: "print each URL's canonical form and whether it was seen (adds nothing); URLs from stdin if none given", run: cmdCheck, flags: checkFlags},
-		{name: "import", args: "FILE|-", summary: "mark the URLs in FILE (one per line; - is stdin) as seen without enqueueing them", run: cmdImport, flags: importFlags},
+		{name: "import", args: "FILE|-", summary: "mark the URLs in FILE (one per line; - is stdin) as seen without enqueueing them", run: cmdImport, flags: importFlags, writes: true},
 		{name: "forget", args: "[--base URL] URL…", summary: "remove URLs from a cuckoo filter so they are admitted again (a Bloom filter cannot forget); URLs from stdin if none given", run: cmdForget, flags: baseFlag},
 		{name: "plan", args: "--urls N [--fpp P] [--revisit-after D --rate R/s] [--kind K] [--node-memory BYTES]", summary: "size the filter for a crawl, in memory and in Redis, for both kinds (creates nothing)", run: cmdPlan, flags: planFlags},
 		{name: "normalize", args: "[--base URL] URL…", summary: "print each URL's canonical form or why it is rejected; URLs from stdin if none given", run: cmdNormalize, flags: baseFlag},
@@ -76,7 +79,11 @@ func cli(ctx context.Context, args []string, e env) int {
 		if c.flags != nil {
 			c.flags(fs)
 		}
-		l := config.NewLoader(fs, &cfg)
+		var omit []string
+		if !c.writes {
+			omit = append(omit, "filter.force")
+		}
+		l := config.NewLoader(fs, &cfg, omit...)
 		l.Skip(config.CrawlerKeys()...) // a file shared with the crawler
 		fs.Usage = func() {}
 		if err := fs.Parse(args[1:]); err != nil {
@@ -96,6 +103,7 @@ func cli(ctx context.Context, args []string, e env) int {
 			fmt.Fprintf(e.stderr, "dedup-worker %s: %v\n", c.name, err)
 			return exitUsage
 		}
+		cfg.Filter.Log = newLogger(e.stderr, cfg.Log)
 		return c.run(ctx, e, fs, &cfg)
 	}
 	fmt.Fprintf(e.stderr, "dedup-worker: unknown command %q\n\n", args[0])

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,7 +36,7 @@ func cmdForget(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		fmt.Fprintf(e.stderr, "dedup-worker forget: %v\n", err)
 		return exitFail
 	}
-	if cfg.Filter.Kind != "cuckoo" {
+	if cfg.Filter.Kind != "cuckoo" && slices.Contains(cfg.Filter.Given, "kind") {
 		fmt.Fprintf(e.stderr, "dedup-worker forget: filter %q is of kind %s; %s.\n", cfg.Filter.Name, cfg.Filter.Kind, cannotForget)
 		return exitUsage
 	}

@@ -53,7 +53,11 @@ func TestForgetCommand(t *testing.T) {
 		})
 	}
 	t.Run("bloom refuses", func(t *testing.T) {
-		code, out, errOut := runCLI(t, "", map[string]string{"SIEVE_REDIS_URL": srv.URL()}, "forget", "https://a.example/")
+		env := map[string]string{"SIEVE_REDIS_URL": srv.URL(), "SIEVE_FILTER_NAME": "forget-bloom"}
+		if code, out, errOut := runCLI(t, "https://a.example/\n", env, "import", "-"); code != exitOK {
+			t.Fatalf("import: exit %d, %q, %q", code, out, errOut)
+		}
+		code, out, errOut := runCLI(t, "", env, "forget", "https://a.example/")
 		for _, want := range []string{"cannot forget", "bits are shared", "cuckoo", "--revisit-after"} {
 			if !strings.Contains(errOut, want) {
 				t.Errorf("forget on a Bloom filter: stderr lacks %q:\n%s", want, errOut)

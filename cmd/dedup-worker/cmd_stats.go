@@ -6,10 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -34,26 +32,23 @@ func flagValue(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Va
 // without a snapshot file.
 var errNoSharedFilter = errors.New("in memory mode the filter lives inside the running worker: set redis.url, or filter.snapshot to read its snapshot file")
 
-// openExisting opens the configured filter for a command that must not
-// create one. It returns nil, nil if the filter does not exist yet.
+// openExisting opens the configured filter, as stored, for a command that
+// must not create one and writes nothing on open. It returns nil, nil if a
+// Redis filter does not exist yet.
 func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalClient, policy string) (seenFilter, error) {
-	if rdb != nil {
-		n, err := rdb.Exists(ctx, cfg.Filter.Name+":meta").Result()
-		if err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
-		}
-		if n == 0 {
-			return nil, nil
-		}
-		return cfg.Filter.Open(ctx, rdb, policy)
-	}
-	if cfg.Filter.Snapshot == "" {
+	if rdb == nil && cfg.Filter.Snapshot == "" {
 		return nil, errNoSharedFilter
 	}
-	if _, err := os.Stat(cfg.Filter.Snapshot); errors.Is(err, fs.ErrNotExist) {
+	f, err := cfg.Filter.OpenExisting(ctx, rdb, policy)
+	switch {
+	case errors.Is(err, dedup.ErrNotFound) && rdb != nil:
+		return nil, nil
+	case errors.Is(err, dedup.ErrNotFound):
 		return nil, fmt.Errorf("filter snapshot %s does not exist (filter.snapshot)", cfg.Filter.Snapshot)
+	case err != nil:
+		return nil, err
 	}
-	return cfg.Filter.Open(ctx, nil, policy)
+	return f, nil
 }
 
 // cliNATS connects to NATS for a short command: fail fast, no reconnects.

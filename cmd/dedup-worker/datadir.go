@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"path/filepath"
+	"slices"
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/watch"
@@ -23,25 +24,14 @@ func checkFlags(fs *flag.FlagSet) {
 }
 
 // useDataDir points an in-memory filter at the embedded crawl's in dir: its
-// snapshot file, and its kind and size as the report the crawl serves or
-// left says, unless they were given (filter.snapshot, or a kind, capacity or
-// fpp other than the defaults).
+// snapshot file, of the kind the report the crawl serves or left says unless
+// filter.kind was given (the snapshot's size is stored with it).
 func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
 	if dir == "" || cfg.Redis.Enabled() {
 		return
 	}
-	def := config.Default().Filter
-	if r, _, err := watch.ReadDir(ctx, dir); err == nil && r.Filter != nil && len(r.Filter.Layers) > 0 {
-		f := r.Filter
-		if cfg.Filter.Kind == def.Kind {
-			cfg.Filter.Kind = f.Kind
-		}
-		if cfg.Filter.Capacity == def.Capacity {
-			cfg.Filter.Capacity = int64(f.Layers[0].Capacity)
-		}
-		if cfg.Filter.FPP == def.FPP {
-			cfg.Filter.FPP = f.TargetFPP
-		}
+	if r, _, err := watch.ReadDir(ctx, dir); err == nil && r.Filter != nil && !slices.Contains(cfg.Filter.Given, "kind") {
+		cfg.Filter.Kind = r.Filter.Kind
 	}
 	if cfg.Filter.Snapshot == "" {
 		cfg.Filter.Snapshot = filepath.Join(dir, "seen."+cfg.Filter.Kind)
