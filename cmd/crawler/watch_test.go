@@ -147,6 +147,9 @@ func TestEmbeddedWatch(t *testing.T) {
 	for _, o := range crawl.Outcomes() {
 		want["outcome-"+o] = st.Outcomes[o]
 	}
+	if sum.Filter != nil {
+		want["total-filter"] = int64(sum.Filter.Items)
+	}
 	for _, id := range ids {
 		if page[id] != watchtest.Num(want[id]) {
 			t.Errorf("page #%s = %q, the run's summary says %d", id, page[id], want[id])
