@@ -20,6 +20,7 @@ RUN apk add --no-cache ca-certificates && adduser -D -u 10001 sieve && mkdir /da
 COPY --from=build /out/crawler /out/dedup-worker /usr/local/bin/
 USER sieve
 WORKDIR /data
-# The dedup worker's status server (/healthz, /readyz, /metrics, /stats).
+# The watch page and endpoints of both programs (/, /stats, /metrics, /healthz,
+# /readyz): compose sets SIEVE_HTTP_ADDR=:8080 (the default is loopback only).
 EXPOSE 8080
 CMD ["crawler", "--help"]

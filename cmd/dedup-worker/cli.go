@@ -38,7 +38,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "run", summary: "run a dedup worker until SIGTERM (serves /metrics, /healthz, /readyz, /stats)", run: cmdRun, writes: true},
+		{name: "run", summary: "run a dedup worker until SIGTERM (serves the live page, /stats, /metrics, /healthz, /readyz on http.addr)", run: cmdRun, writes: true},
 		{name: "stats", args: "[--json] [--data-dir DIR]", summary: "print the shared seen-URL statistics, filter health and queue depths", run: cmdStats, flags: statsFlags},
 		{name: "check", args: "[--base URL] [--data-dir DIR] URL…", summary: "print each URL's canonical form and whether it was seen (adds nothing); URLs from stdin if none given", run: cmdCheck, flags: checkFlags},
 		{name: "import", args: "FILE|-", summary: "mark the URLs in FILE (one per line; - is stdin) as seen without enqueueing them", run: cmdImport, flags: importFlags, writes: true},
