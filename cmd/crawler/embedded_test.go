@@ -113,3 +113,32 @@ func TestEmbeddedFilterErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbeddedAdoptsStoredFilter checks that a data directory whose filter
+// was made with other sizes (the worker's 10 million URLs, the embedded
+// default before it was 100,000) starts, its filter's stored parameters
+// adopted (issue 11: it failed with an initial_capacity mismatch).
+func TestEmbeddedAdoptsStoredFilter(t *testing.T) {
+	dir := t.TempDir()
+	n, err := config.Default().Normalize.Normalizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := config.Default().Filter // capacity 10,000,000
+	old.Snapshot = filepath.Join(dir, "seen.bloom")
+	sf, err := old.Open(t.Context(), nil, n.Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Save(t.Context(), sf); err != nil {
+		t.Fatal(err)
+	}
+	sf.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	code, _, stderr := runCLI(t, ctx, "run", "--embedded", "--data-dir", dir, "--seed", "http://127.0.0.1:1/",
+		"--progress", "never", "--idle-exit", "1s", "--crawl-max-retries", "0")
+	if code != 0 || strings.Contains(stderr, "initial_capacity") {
+		t.Errorf("exit %d, stderr:\n%s\nwant the run to start on the stored filter and end", code, stderr)
+	}
+}
