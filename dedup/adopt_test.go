@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -213,6 +214,122 @@ func TestOpenAdoptsStoredParameters(t *testing.T) {
 			}
 			if after := k.state(t); !maps.Equal(before, after) {
 				t.Errorf("opening a missing filter with Existing wrote something (%d entries before, %d after)", len(before), len(after))
+			}
+		})
+	}
+}
+
+// TestWindowAdoptsStoredParameters: a revisit window of each kind (in
+// Redis, single and Cluster, and in a snapshot file), opened with nothing
+// given, takes its stored window, granularity and target rate, and sizes a
+// new generation as the stored ones; a parameter given otherwise is a
+// *MismatchError naming both values.
+func TestWindowAdoptsStoredParameters(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	type opener func(ctx context.Context, name string, w WindowOptions, capacity int64, fpp float64) (*Window, error)
+	// loadOrNew loads a window file, or makes a new window if there is none.
+	loadOrNew := func(load, create func() (*Window, error)) (*Window, error) {
+		if win, err := load(); !errors.Is(err, fs.ErrNotExist) {
+			return win, err
+		}
+		return create()
+	}
+	kinds := map[string]opener{
+		"bloom snapshot": func(ctx context.Context, name string, w WindowOptions, capacity int64, fpp float64) (*Window, error) {
+			gen := ScalableOptions{Growth: Growth{InitialCapacity: capacity, TargetFPP: fpp}, Policy: "v1"}
+			return loadOrNew(func() (*Window, error) { return LoadBloomWindow(ctx, filepath.Join(dir, name), w, gen) },
+				func() (*Window, error) { return NewBloomWindow(w, gen) })
+		},
+		"cuckoo snapshot": func(ctx context.Context, name string, w WindowOptions, capacity int64, fpp float64) (*Window, error) {
+			gen := CuckooOptions{Growth: Growth{InitialCapacity: capacity, TargetFPP: fpp}, Policy: "v1"}
+			return loadOrNew(func() (*Window, error) { return LoadCuckooWindow(ctx, filepath.Join(dir, name), w, gen) },
+				func() (*Window, error) { return NewCuckooWindow(w, gen) })
+		},
+	}
+	for where, c := range map[string]redis.UniversalClient{
+		"single":  redistest.Start(t, redistest.Options{}).Client(),
+		"cluster": redistest.StartCluster(t, 3).Client(),
+	} {
+		kinds["redis bloom "+where] = func(ctx context.Context, name string, w WindowOptions, capacity int64, fpp float64) (*Window, error) {
+			return OpenRedisBloomWindow(ctx, c, name, w, RedisBloomOptions{InitialCapacity: capacity, TargetFPP: fpp, Shards: 2, Policy: "v1"})
+		}
+		kinds["redis cuckoo "+where] = func(ctx context.Context, name string, w WindowOptions, capacity int64, fpp float64) (*Window, error) {
+			return OpenRedisCuckooWindow(ctx, c, name, w, RedisCuckooOptions{
+				CuckooOptions: CuckooOptions{Growth: Growth{InitialCapacity: capacity, TargetFPP: fpp}, Policy: "v1"}, Shards: 2,
+			})
+		}
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for kind, open := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			name := "window-" + strings.ReplaceAll(kind, " ", "-")
+			clock := newFakeClock(t0)
+			created := WindowOptions{After: time.Hour, Granularity: 4, Clock: clock}
+			w, err := open(ctx, name, created, 10_000, 0.02)
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			key := [][]byte{[]byte("https://window.example/")}
+			if _, err := w.TestAndAdd(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(kind, "redis") {
+				if err := w.Save(ctx, filepath.Join(dir, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.Close()
+			// A period later, nothing given: the stored parameters, and a new
+			// generation sized as the stored one.
+			clock.ns.Add(int64(15 * time.Minute))
+			w, err = open(ctx, name, WindowOptions{Clock: clock}, 0, 0)
+			if err != nil {
+				t.Fatalf("reopen with nothing given: %v", err)
+			}
+			if o := w.Options(); o.After != time.Hour || o.Granularity != 4 || w.target != 0.02 {
+				t.Errorf("reopened window: after %v, granularity %d, target %v; want the stored 1h, 4, 0.02", o.After, o.Granularity, w.target)
+			}
+			if _, err := w.TestAndAdd(ctx, [][]byte{[]byte("https://window.example/new")}); err != nil {
+				t.Fatal(err)
+			}
+			if held, err := w.Contains(ctx, key); err != nil || !held[0] {
+				t.Errorf("Contains(stored key) = %v, %v", held, err)
+			}
+			gens, err := w.Generations(ctx)
+			if err != nil || len(gens) != 2 {
+				t.Fatalf("Generations = %d, %v; want the stored one and a new one", len(gens), err)
+			}
+			for _, g := range gens {
+				if c := g.Stats.Layers[0].Capacity; c > 20_000 {
+					t.Errorf("generation %d: first layer of %d keys, want sized as the stored one (10,000 keys)", g.Epoch, c)
+				}
+			}
+			w.Close()
+			for _, tt := range []struct {
+				w           WindowOptions
+				capacity    int64
+				fpp         float64
+				field       string
+				stored, got string
+			}{
+				{w: WindowOptions{After: 2 * time.Hour, Clock: clock}, field: "window", stored: "3600000000000", got: "7200000000000"},
+				{w: WindowOptions{Granularity: 8, Clock: clock}, field: "granularity", stored: "4", got: "8"},
+				{w: WindowOptions{Clock: clock}, fpp: 0.001, field: "target_fpp", stored: "0.02", got: "0.001"},
+				{w: WindowOptions{Clock: clock}, capacity: 20_000, field: "initial_capacity", stored: "10000", got: "20000"},
+			} {
+				w, err := open(ctx, name, tt.w, tt.capacity, tt.fpp)
+				if err == nil { // a window in Redis opens its generations on first use
+					_, err = w.Contains(ctx, key)
+					w.Close()
+				}
+				if tt.field == "window" && strings.HasPrefix(kind, "redis") {
+					tt.field = "after_ns"
+				}
+				var me *MismatchError
+				if !errors.As(err, &me) || me.Field != tt.field || !strings.Contains(me.Stored, tt.stored) || !strings.Contains(me.Given, tt.got) {
+					t.Errorf("open with %s %s given: %v, want a *MismatchError naming %s (stored) and %s", tt.field, tt.got, err, tt.stored, tt.got)
+				}
 			}
 		})
 	}

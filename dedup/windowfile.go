@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"time"
 )
 
 // Window snapshot format, version 1. Integers are big-endian, floats IEEE
@@ -100,25 +101,38 @@ func encodeGeneration(ctx context.Context, w io.Writer, g generation) error {
 }
 
 // LoadBloomWindow restores a window written by Save from a window made by
-// NewBloomWindow. w and gen must give the stored window, granularity, target
-// rate and generation parameters, or it fails with a *MismatchError naming
-// the field (gen.Force accepts another policy, as LoadScalableBloom does). A
-// damaged file gives ErrCorrupt, a missing one an error matching
-// fs.ErrNotExist.
+// NewBloomWindow. The stored window, granularity and target rate are adopted
+// where w and gen leave them zero, and each generation's schedule where gen
+// leaves it zero (new generations are sized as the newest stored one); a
+// parameter given otherwise than stored fails with a *MismatchError naming
+// the field and both values (gen.Force accepts another policy, as
+// LoadScalableBloom does). A damaged file gives ErrCorrupt, a missing one an
+// error matching fs.ErrNotExist.
 func LoadBloomWindow(ctx context.Context, path string, w WindowOptions, gen ScalableOptions) (*Window, error) {
+	if err := adoptWindowHead(path, &w, &gen.Growth.TargetFPP); err != nil {
+		return nil, err
+	}
+	given := gen.Growth
 	w, gen, target, err := bloomWindowOptions(w, gen)
 	if err != nil {
 		return nil, err
 	}
+	dec := gen // each generation adopts its stored schedule where not given
+	dec.Growth = Growth{InitialCapacity: given.InitialCapacity, TargetFPP: gen.Growth.TargetFPP, Factor: given.Factor, Tightening: given.Tightening}
+	var newest *ScalableBloom
 	gens, err := readWindowFile(ctx, path, w, target, windowKindBloom, func(r io.Reader, size int64) (generation, error) {
 		s, err := decodeSnapshot(ctx, r, size, snapshotKindScalable)
 		if err != nil {
 			return nil, err
 		}
-		return scalableFromSnapshot(path, s, gen)
+		newest, err = scalableFromSnapshot(path, s, dec)
+		return newest, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if newest != nil {
+		gen.Growth = dec.Growth.adopt(newest.growth)
 	}
 	store := memoryWindowStore{create: func() (generation, error) { return NewScalableBloom(gen) }}
 	return newWindow(w, target, "bloom", store, gens), nil
@@ -127,23 +141,65 @@ func LoadBloomWindow(ctx context.Context, path string, w WindowOptions, gen Scal
 // LoadCuckooWindow restores a window written by Save from a window made by
 // NewCuckooWindow, as LoadBloomWindow does.
 func LoadCuckooWindow(ctx context.Context, path string, w WindowOptions, gen CuckooOptions) (*Window, error) {
+	if err := adoptWindowHead(path, &w, &gen.Growth.TargetFPP); err != nil {
+		return nil, err
+	}
+	given := gen
 	w, gen, target, err := cuckooWindowOptions(w, gen)
 	if err != nil {
 		return nil, err
 	}
+	dec := given // each generation adopts its stored parameters where not given
+	dec.Growth.TargetFPP = gen.Growth.TargetFPP
+	var newest *Cuckoo
 	gens, err := readWindowFile(ctx, path, w, target, windowKindCuckoo, func(r io.Reader, _ int64) (generation, error) {
-		c, err := ReadCuckoo(r, gen)
+		c, err := ReadCuckoo(r, dec)
 		var me *MismatchError
 		if errors.As(err, &me) {
 			me.Name = path
 		}
-		return c, err
+		if err != nil {
+			return nil, err
+		}
+		newest = c
+		return c, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if newest != nil {
+		gen = newest.opts
+		gen.Policy, gen.Force, gen.MaxKicks = given.Policy, given.Force, given.MaxKicks
+		gen = gen.withDefaults()
+	}
 	store := memoryWindowStore{create: func() (generation, error) { return NewCuckoo(gen) }}
 	return newWindow(w, target, "cuckoo", store, gens), nil
+}
+
+// adoptWindowHead sets w.After, w.Granularity and *target, where zero, to
+// those of the window snapshot at path. A header it cannot read is left to
+// readWindowFile to report; a missing file is an error matching
+// fs.ErrNotExist.
+func adoptWindowHead(path string, w *WindowOptions, target *float64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("dedup: load window: %w", err)
+	}
+	defer f.Close()
+	var head [8 + 2 + 2 + 8 + 2 + 8]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil || string(head[:8]) != windowMagic {
+		return nil
+	}
+	if w.After == 0 {
+		w.After = time.Duration(binary.BigEndian.Uint64(head[12:]))
+	}
+	if w.Granularity == 0 {
+		w.Granularity = int(binary.BigEndian.Uint16(head[20:]))
+	}
+	if *target == 0 {
+		*target = math.Float64frombits(binary.BigEndian.Uint64(head[22:]))
+	}
+	return nil
 }
 
 // readWindowFile reads and checks a window snapshot, decoding each

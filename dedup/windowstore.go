@@ -101,19 +101,23 @@ func cuckooWindowOptions(w WindowOptions, gen CuckooOptions) (WindowOptions, Cuc
 // meaning DefaultRedisBloomFPP, bounds the whole window;
 // gen.InitialCapacity is each generation's). The window's own parameters
 // (kind, D, g, target rate) are stored in the hash "<name>:window"; opening
-// it with others fails with a *MismatchError. The clock defaults to the
-// Redis server's (NewRedisClock), so every process agrees on the
-// generations. An expired generation's keys are deleted by the first
-// process that sees it expire.
+// an existing window adopts those left zero (w.After, w.Granularity,
+// gen.TargetFPP) and fails with a *MismatchError naming both values on one
+// given otherwise. A generation's sizing left zero in gen is adopted from
+// the live generations that exist (see OpenRedisBloom), and a new one is
+// sized as they are. The clock defaults to the Redis server's
+// (NewRedisClock), so every process agrees on the generations. An expired
+// generation's keys are deleted by the first process that sees it expire.
 func OpenRedisBloomWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, gen RedisBloomOptions) (*Window, error) {
-	if gen.TargetFPP == 0 {
-		gen.TargetFPP = DefaultRedisBloomFPP
-	}
-	target := gen.TargetFPP
-	return openRedisWindow(ctx, client, name, w, "bloom", target, func(w WindowOptions) func(context.Context, string) (generation, error) {
+	return openRedisWindow(ctx, client, name, w, "bloom", gen.TargetFPP, DefaultRedisBloomFPP, func(w WindowOptions, target float64) func(context.Context, string) (generation, error) {
 		gen.TargetFPP = w.generationFPP(target)
 		return func(ctx context.Context, name string) (generation, error) {
-			return OpenRedisBloom(ctx, client, name, gen)
+			f, err := OpenRedisBloom(ctx, client, name, gen)
+			if err == nil { // later generations are sized as this one
+				gen.InitialCapacity, gen.Factor, gen.Tightening = f.opts.InitialCapacity, f.opts.Factor, f.opts.Tightening
+				gen.Shards, gen.ChunkBytes = f.opts.Shards, f.opts.ChunkBytes
+			}
+			return f, err
 		}
 	})
 }
@@ -122,14 +126,16 @@ func OpenRedisBloomWindow(ctx context.Context, client redis.UniversalClient, nam
 // OpenRedisBloomWindow does, with RedisCuckoo generations (gen's TargetFPP,
 // 0 meaning 0.001, bounds the whole window).
 func OpenRedisCuckooWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, gen RedisCuckooOptions) (*Window, error) {
-	if gen.Growth.TargetFPP == 0 {
-		gen.Growth.TargetFPP = defaultTargetFPP
-	}
-	target := gen.Growth.TargetFPP
-	return openRedisWindow(ctx, client, name, w, "cuckoo", target, func(w WindowOptions) func(context.Context, string) (generation, error) {
+	return openRedisWindow(ctx, client, name, w, "cuckoo", gen.Growth.TargetFPP, defaultTargetFPP, func(w WindowOptions, target float64) func(context.Context, string) (generation, error) {
 		gen.Growth.TargetFPP = w.generationFPP(target)
 		return func(ctx context.Context, name string) (generation, error) {
-			return OpenRedisCuckoo(ctx, client, name, gen)
+			f, err := OpenRedisCuckoo(ctx, client, name, gen)
+			if err == nil { // later generations are sized as this one
+				policy, force := gen.Policy, gen.Force
+				gen.CuckooOptions, gen.Shards = f.opts.CuckooOptions, f.opts.Shards
+				gen.Policy, gen.Force = policy, force
+			}
+			return f, err
 		}
 	})
 }
@@ -138,21 +144,35 @@ func OpenRedisCuckooWindow(ctx context.Context, client redis.UniversalClient, na
 // generation names).
 const redisWindowLayout = "1"
 
-func openRedisWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, kind string, target float64,
-	opener func(WindowOptions) func(context.Context, string) (generation, error)) (*Window, error) {
+func openRedisWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, kind string, target, defaultTarget float64,
+	opener func(w WindowOptions, target float64) func(context.Context, string) (generation, error)) (*Window, error) {
 	wrap := func(err error) error { return fmt.Errorf("dedup: open redis %s window %q: %w", kind, name, err) }
 	if name == "" || strings.ContainsAny(name, "{}") {
 		return nil, wrap(fmt.Errorf("%w: window name %q is empty or holds '{' or '}'", ErrInvalidParams, name))
 	}
 	s := &redisWindowStore{client: client, name: name}
-	w, err := w.prepare(func() Clock { return NewRedisClock(client, s.metaKey(), DefaultRedisClockResync) })
+	// An existing window's parameters fill in those not given.
+	stored, err := redisMeta{key: s.metaKey(), name: name}.read(ctx, client)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	after := int64(w.After)
+	err = adoptStored(stored, storedParam{"after_ns", &after}, storedParam{"granularity", &w.Granularity}, storedParam{"target_fpp", &target})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	w.After = time.Duration(after)
+	if target == 0 {
+		target = defaultTarget
+	}
+	w, err = w.prepare(func() Clock { return NewRedisClock(client, s.metaKey(), DefaultRedisClockResync) })
 	if err != nil {
 		return nil, wrap(err)
 	}
 	if !(target > 0 && target < 1) {
 		return nil, wrap(fmt.Errorf("%w: target false-positive rate %v must be in (0, 1)", ErrInvalidParams, target))
 	}
-	s.create = opener(w)
+	s.create = opener(w, target)
 	meta := redisMeta{key: s.metaKey(), name: name, fields: []redisMetaField{
 		{"kind", kind},
 		{"layout", redisWindowLayout},
