@@ -40,7 +40,9 @@ func (e *BatchError) Error() string {
 func (e *BatchError) Unwrap() error { return e.Err }
 
 // CuckooOptions configures a cuckoo filter. The zero value of every field
-// means its default.
+// means its default when a filter is made; reading a stored one (ReadCuckoo,
+// LoadCuckoo) instead adopts the stored value of every field left zero (but
+// Policy), and a field given must equal the stored one.
 type CuckooOptions struct {
 	// Growth is the layer schedule: layer i is sized for Growth.Layer(i)
 	// items and gets the fingerprint size that keeps its false-positive

@@ -9,7 +9,9 @@ import (
 
 // ScalableOptions configures a ScalableBloom. The zero value means a first
 // layer of 1,000,000 items, a total false-positive bound of 0.001, the
-// default growth factor and tightening, and no policy.
+// default growth factor and tightening, and no policy. Loading a snapshot
+// (LoadScalableBloom) instead adopts the stored value of every Growth field
+// left zero; a field given must equal the stored one.
 type ScalableOptions struct {
 	// Growth is the layer schedule. Zero InitialCapacity means 1,000,000 and
 	// zero TargetFPP 0.001; zero Factor and Tightening mean

@@ -36,8 +36,10 @@ type ClockFunc func() time.Time
 // Now returns f().
 func (f ClockFunc) Now(context.Context) (time.Time, error) { return f(), nil }
 
-// WindowOptions configures a revisit window. The zero value is not valid:
-// After must be set.
+// WindowOptions configures a revisit window. The zero value is not valid
+// for a new window: After must be set. Opening a stored window (in Redis, or
+// from its file) adopts the stored After and Granularity where left zero;
+// given, they must equal the stored ones.
 type WindowOptions struct {
 	// After is the revisit window D: a key admitted at time t is seen until
 	// at least t+D and new again from at most t+D·(1+1/Granularity).
