@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -24,14 +25,24 @@ func checkFlags(fs *flag.FlagSet) {
 }
 
 // useDataDir points an in-memory filter at the embedded crawl's in dir: its
-// snapshot file, of the kind the report the crawl serves or left says unless
-// filter.kind was given (the snapshot's size is stored with it).
+// snapshot file, of the kind the report the crawl serves or left says, else
+// of the kind whose snapshot file is there, unless filter.kind was given
+// (the snapshot's size is stored with it).
 func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
 	if dir == "" || cfg.Redis.Enabled() {
 		return
 	}
-	if r, _, err := watch.ReadDir(ctx, dir); err == nil && r.Filter != nil && !slices.Contains(cfg.Filter.Given, "kind") {
-		cfg.Filter.Kind = r.Filter.Kind
+	if !slices.Contains(cfg.Filter.Given, "kind") {
+		if r, _, err := watch.ReadDir(ctx, dir); err == nil && r.Filter != nil {
+			cfg.Filter.Kind = r.Filter.Kind
+		} else if _, err := os.Stat(filepath.Join(dir, "seen."+cfg.Filter.Kind)); err != nil {
+			// No report: the kind whose snapshot is there.
+			for _, k := range []string{"bloom", "cuckoo"} {
+				if _, err := os.Stat(filepath.Join(dir, "seen."+k)); err == nil {
+					cfg.Filter.Kind = k
+				}
+			}
+		}
 	}
 	if cfg.Filter.Snapshot == "" {
 		cfg.Filter.Snapshot = filepath.Join(dir, "seen."+cfg.Filter.Kind)

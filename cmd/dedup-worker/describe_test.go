@@ -107,3 +107,29 @@ func other(kind string) string {
 	}
 	return "bloom"
 }
+
+// TestDataDirNeedsNoFilterSettings: check and stats on a data directory
+// whose cuckoo snapshot was made with a small capacity, and no report left
+// beside it, need only --data-dir: the kind from the file there, the sizes
+// stored in it.
+func TestDataDirNeedsNoFilterSettings(t *testing.T) {
+	dir := t.TempDir()
+	made := map[string]string{"SIEVE_FILTER_SNAPSHOT": filepath.Join(dir, "seen.cuckoo"), "SIEVE_HTTP_ADDR": ""}
+	if code, out, errOut := runCLI(t, "https://a.example/\n", made, "import", "--filter-kind", "cuckoo", "--filter-capacity", "5000", "-"); code != exitOK {
+		t.Fatalf("import: exit %d, %q, %q", code, out, errOut)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, "seen.cuckoo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := map[string]string{"SIEVE_HTTP_ADDR": ""}
+	if code, out, errOut := runCLI(t, "", none, "check", "--data-dir", dir, "https://a.example/"); code != exitOK || out != "seen\thttps://a.example/\n" {
+		t.Errorf("check --data-dir: exit %d, %q, %q; want seen", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "", none, "stats", "--data-dir", dir, "--json"); code != exitOK || !strings.Contains(out, `"kind": "cuckoo"`) {
+		t.Errorf("stats --data-dir: exit %d, %q, %q; want the cuckoo filter", code, out, errOut)
+	}
+	if after, err := os.ReadFile(filepath.Join(dir, "seen.cuckoo")); err != nil || string(after) != string(before) {
+		t.Errorf("check and stats changed the snapshot file (%v)", err)
+	}
+}
