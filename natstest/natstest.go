@@ -33,6 +33,10 @@ type Options struct {
 	MaxPayload int32
 	// Log turns the server's own log on, written through tb.Logf.
 	Log bool
+	// Port is the loopback port to listen on (0: a free one): a port
+	// clients already try, such as ClosedAddr's, to test what they do
+	// until the server comes.
+	Port int
 }
 
 // Server is one embedded NATS server owned by a test; it is shut down when
@@ -53,6 +57,9 @@ type Server struct {
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
 	s := &Server{StoreDir: tb.TempDir(), tb: tb, opts: opts, port: -1}
+	if opts.Port > 0 {
+		s.port = opts.Port
+	}
 	if err := s.start(); err != nil {
 		tb.Fatalf("natstest: %v", err)
 	}

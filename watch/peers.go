@@ -59,8 +59,12 @@ func NewJetStreamPeers(js jetstream.JetStream, topo frontier.Topology, ttl time.
 
 var _ Peers = (*JetStreamPeers)(nil)
 
-// bucket opens (or creates) the bucket once.
+// bucket opens (or creates) the bucket once. Disconnected, it fails at once
+// (saying what the connection waits for) rather than after the timeout.
 func (p *JetStreamPeers) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if err := frontier.Connected(p.js.Conn()); err != nil {
+		return nil, fmt.Errorf("watch: peers: %w", err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.kv != nil {

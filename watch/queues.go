@@ -69,6 +69,10 @@ var _ Queues = (*JetStreamQueues)(nil)
 func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 	t := q.topo
 	var d Depths
+	// Disconnected, every request would wait for the timeout: say why now.
+	if err := frontier.Connected(q.js.Conn()); err != nil {
+		return d, fmt.Errorf("watch: streams: %w", err)
+	}
 	ds, err := q.js.Stream(ctx, t.DiscoveredStream())
 	if err != nil {
 		return d, fmt.Errorf("watch: stream %s: %w", t.DiscoveredStream(), err)

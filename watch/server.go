@@ -101,6 +101,7 @@ type Server struct {
 	failing     map[string]bool
 	filterAt    time.Time
 	announcedAt time.Time
+	announced   bool // once: Close takes the announcement back
 	peers       []Peer
 
 	srv       *http.Server
@@ -217,7 +218,10 @@ func (s *Server) Close() error {
 		s.cancel()
 		s.wg.Wait()
 		errs = append(errs, s.retire())
-		if s.src.Peers != nil {
+		s.mu.Lock()
+		announced := s.announced
+		s.mu.Unlock()
+		if s.src.Peers != nil && announced { // else it has nothing to take back
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			errs = append(errs, s.src.Peers.Leave(ctx, s.src.ID))
 			cancel()
@@ -352,6 +356,9 @@ func (s *Server) announcePeers(ctx context.Context, r *Report) {
 	if due {
 		err := s.src.Peers.Announce(ctx, Peer{ID: s.src.ID, Role: s.src.Role, URL: url, Ready: r.Ready, Started: s.started, At: r.At, Rates: r.Rates})
 		if err == nil {
+			s.mu.Lock()
+			s.announced = true
+			s.mu.Unlock()
 			peers, err = s.src.Peers.List(ctx)
 		}
 		if err != nil {

@@ -85,11 +85,8 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	var err error
 	if s.Embedded {
 		p, err = startEmbedded(ctx, s, logger, reg)
-	} else if p, err = connect(s); err == nil {
-		// Wait for NATS (logging what for), and refuse a server too old.
-		if err = frontier.WaitServer(ctx, p.nc, logger); err != nil {
-			p.close()
-		}
+	} else {
+		p, err = connect(s)
 	}
 	if err != nil {
 		return err
@@ -97,6 +94,35 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	defer p.close()
 
 	topo := s.Frontier.Topology()
+	opts := s.crawlOptions()
+	opts.Fetcher.Hosts = own
+	canon, err := s.Normalize.Normalizer()
+	if err != nil {
+		return fmt.Errorf("normalizer: %w", err)
+	}
+	opts.Canonicalize = canon.URL
+	opts.Logger = logger
+	opts.Exclusive = s.Embedded
+	opts.Registerer = reg
+	c, err := crawl.New(p.js, opts) // it talks to NATS only in Run
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// The watch surface comes up before NATS does: while the crawler waits
+	// for it, /readyz answers 503 and says what it waits for.
+	w, err := startWatch(s, p, c, reg, logger, stderr)
+	if err != nil {
+		return err
+	}
+	defer w.close(logger)
+	if !s.Embedded {
+		// Wait for NATS (logging what for), and refuse a server too old.
+		if err := frontier.WaitServer(ctx, p.nc, logger); err != nil {
+			return err
+		}
+	}
+
 	// The dedup counts are shared by every run and crawl: the summary
 	// shows what they gained during this run.
 	var base *stats.Snapshot
@@ -115,26 +141,6 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 			return err
 		}
 	}
-	opts := s.crawlOptions()
-	opts.Fetcher.Hosts = own
-	canon, err := s.Normalize.Normalizer()
-	if err != nil {
-		return fmt.Errorf("normalizer: %w", err)
-	}
-	opts.Canonicalize = canon.URL
-	opts.Logger = logger
-	opts.Exclusive = s.Embedded
-	opts.Registerer = reg
-	c, err := crawl.New(p.js, opts)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	w, err := startWatch(s, p, c, reg, logger, stderr)
-	if err != nil {
-		return err
-	}
-	defer w.close(logger)
 
 	start := time.Now()
 	prog := newProgress(s.Progress, stderr, c, p, topo, base)

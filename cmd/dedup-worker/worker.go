@@ -77,6 +77,9 @@ func (m *Main) Open() error {
 				Queues:     watch.NewJetStreamQueues(js, m.w.Topology()),
 				Worker:     m.w,
 				Peers:      watch.NewJetStreamPeers(js, m.w.Topology(), 0),
+				// Named at once, with the address and the cause, while
+				// the worker waits for NATS.
+				Checks: map[string]func() error{"nats": func() error { return frontier.Connected(m.w.NATS()) }},
 			}, watch.Options{Registry: m.reg, Logger: m.Logger})
 		}
 		if err != nil {
