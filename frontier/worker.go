@@ -492,6 +492,23 @@ func (w *Worker) filterOf(ctx context.Context, b *batch, crawl string) (Filter, 
 	return f, release, ok
 }
 
+// Expiring is implemented by a filter whose keys expire, such as a revisit
+// window: a Worker does not keep its URLs in the seen cache, which would
+// outlive them.
+type Expiring interface {
+	// Expires reports whether keys leave the filter by themselves.
+	Expires() bool
+}
+
+// cacheFor returns the seen cache for URLs of filter f: none if its keys
+// expire.
+func (w *Worker) cacheFor(f Filter) *seenCache {
+	if e, ok := f.(Expiring); ok && e.Expires() {
+		return nil
+	}
+	return w.cache
+}
+
 // admitIn runs the protocol on the candidates all of a batch, which belong
 // to one crawl whose filter is f: Contains, publish the unseen, mark the
 // published. It reports false if ctx ended first.
@@ -499,7 +516,7 @@ func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) boo
 	// URLs this worker already knows the filter holds are duplicates
 	// without asking it.
 	var ask []int
-	for j, hit := range w.cache.known(b.cands, all) {
+	for j, hit := range w.cacheFor(f).known(b.cands, all) {
 		if hit {
 			b.delta.Duplicates++
 			b.delta.CountCrawl(b.cands[all[j]].crawl, stats.CrawlCounts{Duplicates: 1})
@@ -527,7 +544,7 @@ func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) boo
 	if _, ok = w.retry(ctx, b, "mark", func(ctx context.Context) ([]bool, error) { return f.TestAndAdd(ctx, keys) }); !ok {
 		return false
 	}
-	w.cache.add(b.cands, published)
+	w.cacheFor(f).add(b.cands, published)
 	return true
 }
 
@@ -557,7 +574,7 @@ func (w *Worker) unseen(ctx context.Context, b *batch, f Filter, idx []int) ([]i
 			out = append(out, i)
 		}
 	}
-	w.cache.add(b.cands, held)
+	w.cacheFor(f).add(b.cands, held)
 	return out, true
 }
 

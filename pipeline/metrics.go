@@ -5,12 +5,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sievecrawl/sieve/config"
 )
 
-// filterCollector exports the filter's health on each scrape.
-type filterCollector struct{ f config.SeenFilter }
+// filterCollector exports the open crawl filters' health, summed, on each
+// scrape.
+type filterCollector struct{ f *crawlFilters }
 
 var (
 	filterItemsDesc  = prometheus.NewDesc("sieve_filter_items", "Keys the filter has admitted.", nil, nil)
@@ -18,10 +17,11 @@ var (
 	filterTargetDesc = prometheus.NewDesc("sieve_filter_target_fpp", "The configured bound on the filter's false-positive rate.", nil, nil)
 	filterMemDesc    = prometheus.NewDesc("sieve_filter_memory_bytes", "Memory the filter's bits or slots occupy.", nil, nil)
 	filterLayersDesc = prometheus.NewDesc("sieve_filter_layers", "Layers of the growing filter.", nil, nil)
+	filterOpenDesc   = prometheus.NewDesc("sieve_filters_open", "Crawl filters open in this worker (the memory and items above are theirs, summed).", nil, nil)
 )
 
 func (c filterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{filterItemsDesc, filterFPPDesc, filterTargetDesc, filterMemDesc, filterLayersDesc} {
+	for _, d := range []*prometheus.Desc{filterItemsDesc, filterFPPDesc, filterTargetDesc, filterMemDesc, filterLayersDesc, filterOpenDesc} {
 		ch <- d
 	}
 }
@@ -29,7 +29,8 @@ func (c filterCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c filterCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	s, err := c.f.Stats(ctx)
+	ch <- prometheus.MustNewConstMetric(filterOpenDesc, prometheus.GaugeValue, float64(len(c.f.readyFilters())))
+	s, err := c.f.stats(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(filterItemsDesc, err)
 		return

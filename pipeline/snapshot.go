@@ -68,22 +68,13 @@ func (s *snapshotter) status() SnapshotStatus {
 	return s.st
 }
 
-// loop saves every interval, when the filter changed, until ctx ends.
-func (s *snapshotter) loop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SnapshotInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.mu.Lock()
-			wait := time.Now().Before(s.next)
-			s.mu.Unlock()
-			if !wait {
-				_ = s.save(ctx)
-			}
-		}
+// tick saves when the filter changed, unless the last save was too recent.
+func (s *snapshotter) tick(ctx context.Context, now time.Time) {
+	s.mu.Lock()
+	wait := now.Before(s.next) || now.Sub(s.st.Saved) < s.cfg.SnapshotInterval
+	s.mu.Unlock()
+	if !wait {
+		_ = s.save(ctx)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package pipeline is the one path from settings (a config.Config) to a
-// running dedup worker: the connections, the filter (opened with retries
-// while Redis is down), the shared statistics, the frontier.Worker and, for
-// an in-memory filter, its snapshot file. `dedup-worker run` and the
+// running dedup worker: the connections, each crawl's filter (opened on the
+// crawl's first message from the settings stored with the crawl, with
+// retries while Redis is down), the shared statistics, the frontier.Worker
+// and, for in-memory filters, their snapshot files. `dedup-worker run` and the
 // crawler's embedded mode both run a Worker, so they cannot drift apart.
 //
 // A Worker also answers what a status page shows: its readiness (with a
@@ -15,11 +16,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -65,23 +69,29 @@ type Worker struct {
 	Conn *nats.Conn
 	// Name names the connection Open makes (default "dedup-worker").
 	Name string
+	// Crawls are opened by Open (in memory) or Run (in Redis) before any
+	// message arrives, so that a damaged filter is an error at once; other
+	// crawls' filters open on their first message.
+	Crawls []string
+	// IdleFilter is how long a crawl's filter stays open unused before it
+	// is saved and closed (default DefaultIdleFilter).
+	IdleFilter time.Duration
 
 	nc      *nats.Conn
 	ownConn bool
 	rdb     redis.UniversalClient
 	canon   *normalize.Normalizer
 	rec     statsStore
-	filter  atomic.Pointer[filterBox]
+	filters *crawlFilters
 	worker  atomic.Pointer[frontier.Worker]
 	state   atomic.Value // string
-	snap    *snapshotter
+
+	regMu sync.Mutex
+	reg   *frontier.Crawls
 
 	closeOnce sync.Once
 	closeErr  error
 }
-
-// filterBox holds the filter interface in an atomic.Pointer.
-type filterBox struct{ f config.SeenFilter }
 
 func (w *Worker) log() *slog.Logger {
 	if w.Logger == nil {
@@ -91,9 +101,9 @@ func (w *Worker) log() *slog.Logger {
 }
 
 // Open connects to NATS (which may still be down: the client keeps trying)
-// and Redis, and opens an in-memory filter from its snapshot file, whose
-// errors are final (a damaged file, another filter's parameters). A Redis
-// filter is opened by Run, which waits for Redis.
+// and Redis, and opens the in-memory filters of Crawls from their snapshot
+// files, whose errors are final (a damaged file, another filter's
+// parameters). Redis filters are opened by Run, which waits for Redis.
 func (w *Worker) Open(ctx context.Context) error {
 	w.state.Store(StateStarting)
 	log := w.log()
@@ -129,60 +139,79 @@ func (w *Worker) Open(ctx context.Context) error {
 		}
 		w.rdb = rdb
 		w.rec = stats.NewRedis(rdb, w.Config.Frontier.Prefix)
-		return nil
+	} else {
+		w.rec = stats.NewMemory()
 	}
-	w.rec = stats.NewMemory()
-	f, err := w.Config.Filter.Open(ctx, nil, canon.Version())
+	w.filters = newCrawlFilters(w.Config.Filter, w.rdb, canon.Version(), w.IdleFilter, log, w.registry)
+	if w.rdb == nil {
+		for _, id := range w.Crawls {
+			if err := w.preopen(ctx, id); err != nil {
+				w.Close()
+				return fmt.Errorf("open filter: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// registry returns the crawl registry, opening it on first use.
+func (w *Worker) registry(ctx context.Context) (*frontier.Crawls, error) {
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
+	if w.reg != nil {
+		return w.reg, nil
+	}
+	js, err := jetstream.New(w.nc)
 	if err != nil {
-		w.Close()
-		return fmt.Errorf("open filter: %w", err)
+		return nil, err
 	}
-	w.setFilter(f)
+	reg, err := frontier.OpenCrawls(ctx, js, w.Topology())
+	if err != nil {
+		return nil, err
+	}
+	w.reg = reg
+	return reg, nil
+}
+
+// preopen opens a crawl's filter and leaves it open (until idle).
+func (w *Worker) preopen(ctx context.Context, crawl string) error {
+	_, release, err := w.filters.Acquire(ctx, crawl)
+	if err != nil {
+		return err
+	}
+	release()
 	return nil
 }
 
-func (w *Worker) setFilter(f config.SeenFilter) {
-	w.filter.Store(&filterBox{f})
-	if w.rdb == nil && w.Config.Filter.Snapshot != "" {
-		w.snap = newSnapshotter(w.Config.Filter, f, w.log())
-	}
-}
-
-func (w *Worker) seenFilter() config.SeenFilter {
-	if b := w.filter.Load(); b != nil {
-		return b.f
-	}
-	return nil
-}
-
-// Run opens a Redis filter (retrying while Redis is unreachable; a
-// parameter mismatch is final), then runs the worker until ctx ends, saving
-// an in-memory filter's snapshot as it changes. It returns the worker's
+// Run opens the Redis filters of Crawls (retrying while Redis is
+// unreachable; a parameter mismatch is final), then runs the worker until
+// ctx ends, opening each crawl's filter on its first message, saving
+// in-memory filters' snapshots as they change and closing idle filters. It returns the worker's
 // error, if any; a ctx ended while the filter opens is not an error.
 func (w *Worker) Run(ctx context.Context) error {
 	// Stopping as soon as ctx ends, while the batches in hand finish.
 	stopMark := context.AfterFunc(ctx, func() { w.state.Store(StateStopping) })
 	defer stopMark()
-	if w.seenFilter() == nil {
-		f, err := w.openFilter(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+	if w.rdb != nil {
+		for _, id := range w.Crawls {
+			if err := w.openFilter(ctx, id); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
 			}
-			return err
 		}
-		w.setFilter(f)
 	}
-	f := w.seenFilter()
 	opts := w.Config.WorkerOptions()
 	opts.Logger = w.log()
 	opts.Registerer = w.Registerer
-	fw, err := frontier.NewWorker(w.nc, f, w.canon, w.rec, opts)
+	opts.Filters = w.filters
+	fw, err := frontier.NewWorker(w.nc, nil, w.canon, w.rec, opts)
 	if err != nil {
 		return err
 	}
 	if w.Registerer != nil {
-		if err := w.Registerer.Register(filterCollector{f}); err != nil {
+		if err := w.Registerer.Register(filterCollector{w.filters}); err != nil {
 			_ = fw.Close()
 			return fmt.Errorf("register filter metrics: %w", err)
 		}
@@ -192,34 +221,31 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.state.Store(StateRunning)
 	}
 	var saving sync.WaitGroup
-	stopSaving := func() {}
-	if w.snap != nil {
-		var sctx context.Context
-		sctx, stopSaving = context.WithCancel(context.WithoutCancel(ctx))
-		saving.Go(func() { w.snap.loop(sctx) })
-	}
+	sctx, stopSaving := context.WithCancel(context.WithoutCancel(ctx))
+	saving.Go(func() { w.filters.loop(sctx, w.Config.Filter.SnapshotInterval) })
 	err = fw.Run(ctx)
 	stopSaving()
 	saving.Wait()
 	return err
 }
 
-// openFilter opens the Redis filter, waiting while Redis is unreachable.
-func (w *Worker) openFilter(ctx context.Context) (config.SeenFilter, error) {
+// openFilter opens a crawl's Redis filter, waiting while Redis is
+// unreachable.
+func (w *Worker) openFilter(ctx context.Context, crawl string) error {
 	wait := w.Config.Worker.BackoffMin
 	logged := false
 	for {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		f, err := w.Config.Filter.Open(octx, w.rdb, w.canon.Version())
+		err := w.preopen(octx, crawl)
 		cancel()
 		if err == nil {
 			if logged {
 				w.log().Info("filter opened")
 			}
-			return f, nil
+			return nil
 		}
 		if isPermanent(err) || ctx.Err() != nil {
-			return nil, fmt.Errorf("open filter: %w", err)
+			return fmt.Errorf("open filter: %w", err)
 		}
 		if !logged {
 			w.log().Error("cannot open the filter yet: retrying", "error", err)
@@ -229,7 +255,7 @@ func (w *Worker) openFilter(ctx context.Context) (config.SeenFilter, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 		wait = min(2*wait, w.Config.Worker.BackoffMax)
@@ -243,7 +269,7 @@ func isPermanent(err error) bool {
 }
 
 // Close stops the worker and releases everything Open and Run acquired, in
-// reverse order, saving an in-memory filter to its snapshot file; a failed
+// reverse order, saving in-memory filters to their snapshot files; a failed
 // final save is in its error. Close is idempotent; call it after Run
 // returned.
 func (w *Worker) Close() error {
@@ -252,13 +278,10 @@ func (w *Worker) Close() error {
 		if fw := w.worker.Load(); fw != nil {
 			errs = append(errs, fw.Close())
 		}
-		if f := w.seenFilter(); f != nil {
-			if w.snap != nil {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				errs = append(errs, w.snap.final(ctx))
-				cancel()
-			}
-			errs = append(errs, f.Close())
+		if w.filters != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			errs = append(errs, w.filters.closeAll(ctx))
+			cancel()
 		}
 		if w.rec != nil {
 			errs = append(errs, w.rec.Close())
@@ -311,7 +334,7 @@ func (w *Worker) Readiness() Readiness {
 	fw := w.worker.Load()
 	switch {
 	case fw == nil:
-		r.Error = "starting: opening the filter"
+		r.Error = "starting: opening the filters"
 	case r.State != StateRunning:
 		r.Error = r.State
 	default:
@@ -324,8 +347,7 @@ func (w *Worker) Readiness() Readiness {
 	if fw != nil {
 		r.Dependencies = fw.Status().Dependencies
 	}
-	if w.snap != nil {
-		s := w.snap.status()
+	if s, ok := w.SnapshotStatus(); ok {
 		r.Snapshot = &s
 		if s.Error != "" && r.Ready {
 			r.Ready, r.Error = false, "filter snapshot: "+s.Error
@@ -343,22 +365,59 @@ func (w *Worker) Status() (frontier.Status, bool) {
 	return fw.Status(), true
 }
 
-// FilterStats returns the filter's health, or ErrNotOpen.
+// FilterStats returns the open crawl filters' health summed (items and
+// memory add up, rates are the highest), or ErrNotOpen before Open.
 func (w *Worker) FilterStats(ctx context.Context) (dedup.Stats, error) {
-	f := w.seenFilter()
-	if f == nil {
+	if w.filters == nil {
 		return dedup.Stats{}, ErrNotOpen
 	}
-	return f.Stats(ctx)
+	return w.filters.stats(ctx)
 }
 
-// Contains reports, per key, whether the filter holds it (adding nothing),
-// or ErrNotOpen.
+// CrawlFilters returns each open crawl filter's state, by crawl (none
+// before Open).
+func (w *Worker) CrawlFilters(ctx context.Context) []CrawlFilterStatus {
+	if w.filters == nil {
+		return nil
+	}
+	return w.filters.status(ctx)
+}
+
+// Contains reports, per key, whether the filter of the first of Crawls
+// holds it (adding nothing); without Crawls, whether any open crawl filter
+// does. Before Open it returns ErrNotOpen.
 func (w *Worker) Contains(ctx context.Context, keys [][]byte) ([]bool, error) {
-	f := w.seenFilter()
-	if f == nil {
+	if w.filters == nil {
 		return nil, ErrNotOpen
 	}
+	if len(w.Crawls) > 0 {
+		return w.ContainsIn(ctx, w.Crawls[0], keys)
+	}
+	out := make([]bool, len(keys))
+	for _, id := range slices.Sorted(maps.Keys(w.filters.readyFilters())) {
+		seen, err := w.ContainsIn(ctx, id, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range seen {
+			out[i] = out[i] || s
+		}
+	}
+	return out, nil
+}
+
+// ContainsIn reports, per key, whether the crawl's filter holds it (adding
+// nothing), opening the filter if needed; before Open it returns
+// ErrNotOpen.
+func (w *Worker) ContainsIn(ctx context.Context, crawl string, keys [][]byte) ([]bool, error) {
+	if w.filters == nil {
+		return nil, ErrNotOpen
+	}
+	f, release, err := w.filters.Acquire(ctx, crawl)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return f.Contains(ctx, keys)
 }
 
@@ -371,11 +430,12 @@ func (w *Worker) StatsSnapshot(ctx context.Context, topN int) (stats.Snapshot, e
 	return w.rec.Snapshot(ctx, topN)
 }
 
-// SnapshotStatus returns the state of the in-memory filter's snapshot file,
-// or false when there is none (a Redis filter, or no file configured).
+// SnapshotStatus returns the state of the open in-memory filters' snapshot
+// files summed, or false when there are none (Redis filters, or no file
+// configured).
 func (w *Worker) SnapshotStatus() (SnapshotStatus, bool) {
-	if w.snap == nil {
+	if w.filters == nil || w.rdb != nil || w.Config.Filter.Snapshot == "" {
 		return SnapshotStatus{}, false
 	}
-	return w.snap.status(), true
+	return w.filters.snapshotStatus(), true
 }

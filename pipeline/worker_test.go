@@ -125,6 +125,10 @@ func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) {
 	if err := topo.Ensure(ctx, js); err != nil {
 		tb.Fatal(err)
 	}
+	// The crawl registry too: its stream's goroutines are the server's.
+	if _, err := frontier.OpenCrawls(ctx, js, topo); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // TestWorkerWithRedis runs a Worker on real NATS and Redis and reads what a
@@ -224,7 +228,11 @@ func metric(tb testing.TB, g prometheus.Gatherer, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+			m := mf.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	tb.Fatalf("no metric %s", name)
@@ -250,7 +258,7 @@ func TestWorkerSavesSnapshotSoon(t *testing.T) {
 		return ok && s.Items == 3 && s.Error == ""
 	})
 	s1, _ := w.SnapshotStatus()
-	fi, err := os.Stat(cfg.Filter.Snapshot)
+	fi, err := os.Stat(pipeline.CrawlSnapshot(cfg.Filter.Snapshot, "t")) // crawl t's filter
 	if err != nil || fi.Size() != s1.Bytes {
 		t.Fatalf("snapshot file: %v (size %v, status says %d bytes)", err, fi, s1.Bytes)
 	}
@@ -284,8 +292,8 @@ func TestWorkerSnapshotFailure(t *testing.T) {
 		return !r.Ready && strings.Contains(r.Error, "filter snapshot") && r.Snapshot != nil && r.Snapshot.Failures > 0
 	})
 	err := stop()
-	if err == nil || !strings.Contains(err.Error(), cfg.Filter.Snapshot) {
-		t.Errorf("stop: %v, want the failed save of %s", err, cfg.Filter.Snapshot)
+	if file := pipeline.CrawlSnapshot(cfg.Filter.Snapshot, "t"); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("stop: %v, want the failed save of %s", err, file)
 	}
 	if !strings.Contains(logBuf.String(), "level=ERROR msg=\"filter snapshot failed") {
 		t.Errorf("no error logged:\n%s", logBuf.String())
@@ -293,17 +301,17 @@ func TestWorkerSnapshotFailure(t *testing.T) {
 }
 
 // TestWorkerOpenErrors checks that Open returns the filter's own error for
-// a snapshot it cannot use.
+// a snapshot it cannot use, of a crawl it opens at once.
 func TestWorkerOpenErrors(t *testing.T) {
 	nsrv := natstest.Start(t, natstest.Options{})
 	dir := t.TempDir()
-	corrupt := filepath.Join(dir, "corrupt.bloom")
+	corrupt := filepath.Join(dir, "corrupt.c.bloom")
 	if err := os.WriteFile(corrupt, []byte("SIEVEBF\nnot a snapshot"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(nsrv.URL(), "")
-	cfg.Filter.Snapshot = corrupt
-	w := &pipeline.Worker{Config: cfg}
+	cfg.Filter.Snapshot = filepath.Join(dir, "corrupt.bloom")
+	w := &pipeline.Worker{Config: cfg, Crawls: []string{"c"}}
 	err := w.Open(context.Background())
 	if err == nil || !strings.Contains(err.Error(), corrupt) {
 		t.Errorf("Open with a corrupt snapshot: %v, want an error naming it", err)

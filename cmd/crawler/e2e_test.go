@@ -274,7 +274,7 @@ func TestEmbeddedRun(t *testing.T) {
 	if first.End != "max pages reached" || first.Crawler.Fetched > 60 || first.Crawler.Fetched < 30 {
 		t.Fatalf("first run: ended %q after %d fetches, want max pages reached at ≤ 60", first.End, first.Crawler.Fetched)
 	}
-	if _, err := os.Stat(filepath.Join(data, "seen.bloom")); err != nil {
+	if _, err := os.Stat(crawlSnapshot(data, "bloom")); err != nil {
 		t.Fatalf("filter snapshot after the first run: %v", err)
 	}
 	second := runCrawler(t, ctx, bin, args...)

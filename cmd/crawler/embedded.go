@@ -69,7 +69,7 @@ func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Lo
 		return err
 	}
 
-	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: nc, Registerer: reg}
+	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: nc, Registerer: reg, Crawls: []string{s.Crawl.ID}}
 	if err := w.Open(ctx); err != nil {
 		return err
 	}

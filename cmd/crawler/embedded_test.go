@@ -82,14 +82,14 @@ func TestEmbeddedFilterErrors(t *testing.T) {
 		want  string
 	}{
 		{"corrupt", func(t *testing.T, dir string) {
-			if err := os.WriteFile(filepath.Join(dir, "seen.bloom"), []byte("SIEVEBF\n\x00\x01garbage"), 0o644); err != nil {
+			if err := os.WriteFile(crawlSnapshot(dir, "bloom"), []byte("SIEVEBF\n\x00\x01garbage"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, nil, "corrupt"},
 		{"parameter mismatch", func(t *testing.T, dir string) {
 			f := config.Default().Filter
 			f.Capacity = 1000
-			f.Snapshot = filepath.Join(dir, "seen.bloom")
+			f.Snapshot = crawlSnapshot(dir, "bloom")
 			sf, err := f.Open(t.Context(), nil, policy(t))
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +107,7 @@ func TestEmbeddedFilterErrors(t *testing.T) {
 			defer cancel()
 			args := append([]string{"run", "--embedded", "--data-dir", dir, "--seed", "http://127.0.0.1:1/", "--progress", "never"}, tt.flags...)
 			code, _, stderr := runCLI(t, ctx, args...)
-			if code != 1 || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, filepath.Join(dir, "seen.bloom")) {
+			if code != 1 || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, crawlSnapshot(dir, "bloom")) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and the filter's error (%q) naming the file", code, stderr, tt.want)
 			}
 		})

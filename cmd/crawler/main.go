@@ -7,6 +7,8 @@
 //	crawler run --embedded --seed URL everything in one process, no service needed
 //	crawler run --demo                crawl the bundled demo site, offline
 //	crawler stats [--data-dir DIR]    an embedded crawl's numbers, running or ended
+//	crawler crawls                    the crawls on the pipeline, their settings and queues
+//	crawler delete-crawl ID…          remove crawls: queues, filter, record
 //
 // Settings come from a YAML file (--config), SIEVE_* environment variables
 // and flags; `crawler run --help` lists them all.
@@ -39,6 +41,8 @@ const usage = `Usage:
                                  run NATS, a dedup worker and the crawler in this process
   crawler run --demo             crawl the bundled demo site, served on loopback (offline)
   crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
+  crawler crawls [--json]        the crawls on the pipeline: settings, seeds, queued URLs
+  crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
 
 'crawler run --help' lists every setting.
 `
@@ -52,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "seed", "run", "stats":
+	case "seed", "run", "stats", "crawls", "delete-crawl":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -77,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runCommand(ctx, s, inv.json, stdout, stderr)
 	case "stats":
 		err = statsCommand(ctx, s, inv.json, stdout)
+	case "crawls":
+		err = crawlsCommand(ctx, s, inv.json, stdout)
+	case "delete-crawl":
+		err = deleteCrawlCommand(ctx, s, inv.args, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "crawler:", err)
@@ -88,7 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // invocation is a command's parsed settings.
 type invocation struct {
 	settings
-	json   bool // run --json
+	json   bool     // run --json
+	args   []string // delete-crawl's ids
 	loader *config.Loader
 	flags  *flag.FlagSet
 }
@@ -101,7 +110,7 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	fs := inv.flags
 	fs.SetOutput(io.Discard) // errors are returned, help printed by the caller
 	var jsonOut *bool
-	if cmd == "run" || cmd == "stats" {
+	if cmd == "run" || cmd == "stats" || cmd == "crawls" {
 		jsonOut = fs.Bool("json", false, "print the final summary as JSON on stdout")
 	}
 	inv.loader = config.NewLoader(fs, &inv.settings)
@@ -120,6 +129,10 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 		s.Seed = append(s.Seed, fs.Args()...)
 		if len(s.Seed) == 0 {
 			return inv, errors.New("give at least one URL")
+		}
+	} else if cmd == "delete-crawl" {
+		if inv.args = fs.Args(); len(inv.args) == 0 {
+			return inv, errors.New("give the id of the crawl to delete")
 		}
 	} else if fs.NArg() > 0 {
 		return inv, fmt.Errorf("unexpected arguments %q (seeds go in --seed)", fs.Args())

@@ -33,10 +33,12 @@ func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := crawl.Seed(ctx, js, s.Frontier.Topology(), s.Crawl.ID, s.Seed); err != nil {
+	rec, err := s.seed(ctx, js)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "seeded %d URL(s) into crawl %q\n", len(s.Seed), s.Crawl.ID)
+	printCrawlSettings(stdout, rec.Settings)
 	return nil
 }
 
@@ -135,7 +137,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	}
 	if len(s.Seed) > 0 {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := crawl.Seed(sctx, p.js, topo, s.Crawl.ID, s.Seed)
+		_, err := s.seed(sctx, p.js)
 		cancel()
 		if err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 type settings struct {
 	config.Config `yaml:",inline"`
 	Crawl         crawlSettings `yaml:"crawl"`
+	Create        crawlCreate   `yaml:",inline"`
 
 	Embedded bool          `yaml:"embedded" help:"run the whole pipeline in this process: an embedded NATS server with JetStream and a dedup worker, storing everything under data_dir (the filter in memory, snapshotted there, unless redis.url is set)"`
 	Demo     bool          `yaml:"demo" help:"crawl the bundled demo site, served on loopback by this process (implies embedded unless nats.url is given explicitly)"`
@@ -139,6 +140,9 @@ func (s settings) validate() error {
 	}
 	if s.Embedded && s.DataDir == "" {
 		bad("data_dir", "must be set in embedded mode")
+	}
+	if err := s.Create.validate(s.Frontier.DuplicateWindow); err != nil {
+		errs = append(errs, err)
 	}
 	if len(s.Seed) > 0 {
 		if err := crawl.CheckSeeds(s.Seed); err != nil {

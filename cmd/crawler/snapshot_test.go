@@ -19,9 +19,9 @@ import (
 func TestSnapshotFailureFailsTheRun(t *testing.T) {
 	site := startSite(t, testsite.Options{Pages: 20})
 	dir := t.TempDir()
-	snap := filepath.Join(dir, "gone", "seen.bloom")
 	args := append([]string{"run", "--embedded", "--data-dir", dir, "--seed", site.URL, "--idle-exit", "1s",
-		"--filter-snapshot", snap}, testRunFlags(4)...)
+		"--filter-snapshot", filepath.Join(dir, "gone", "seen.bloom")}, testRunFlags(4)...)
+	snap := crawlSnapshot(filepath.Join(dir, "gone"), "bloom") // crawl default's
 	code, stdout, stderr := runCLI(t, t.Context(), args...)
 	if code != 1 {
 		t.Errorf("exit %d, want 1; stderr:\n%s", code, stderr)
@@ -44,7 +44,7 @@ func TestKilledRunRefetchesLittle(t *testing.T) {
 	site := startSite(t, testsite.Options{Pages: 300})
 	const maxDepth = 10
 	dir := t.TempDir()
-	snap := filepath.Join(dir, "seen.bloom")
+	snap := crawlSnapshot(dir, "bloom")
 	flags := append([]string{"run", "--embedded", "--data-dir", dir, "--seed", site.URL}, testRunFlags(maxDepth)...)
 	// About 20 pages a second: a snapshot every 2 s holds tens of pages.
 	first := startProc(t, "first", bin, append(flags, "--crawl-host-delay", "50ms", "--crawl-host-parallel", "1", "--idle-exit", "1m"), nil)
@@ -102,7 +102,7 @@ func TestSmallCrawlSmallFilter(t *testing.T) {
 			if err := json.Unmarshal([]byte(stdout), &sum); err != nil || sum.Filter == nil {
 				t.Fatalf("summary: %v\n%s", err, stdout)
 			}
-			fi, err := os.Stat(filepath.Join(dir, "seen."+kind))
+			fi, err := os.Stat(crawlSnapshot(dir, kind))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -104,7 +104,7 @@ func TestEmbeddedWatch(t *testing.T) {
 
 	// check asks the running process, not the snapshot file: with the file
 	// moved away the seed is still seen.
-	snap := filepath.Join(dir, "seen.bloom")
+	snap := crawlSnapshot(dir, "bloom")
 	if err := os.Rename(snap, snap+".away"); err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,11 @@ func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
 	}
 	if cfg.Filter.Snapshot == "" {
 		cfg.Filter.Snapshot = filepath.Join(dir, "seen."+cfg.Filter.Kind)
+		// Each crawl has its own file, seen.<crawl>.<kind>; a data dir
+		// holds one crawl's.
+		if m, _ := filepath.Glob(filepath.Join(dir, "seen.*."+cfg.Filter.Kind)); len(m) == 1 {
+			cfg.Filter.Snapshot = m[0]
+		}
 	}
 }
 

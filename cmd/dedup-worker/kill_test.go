@@ -309,7 +309,7 @@ func TestKillWorkersLosesNothing(t *testing.T) {
 	// Missing URLs are allowed only as the filter's false positives: in
 	// the filter (so once reported seen), never on the frontier.
 	canon, _ := normalize.New(normalize.Options{})
-	filter, err := dedup.OpenRedisBloom(context.Background(), rdb, "sieve:seen", dedup.RedisBloomOptions{
+	filter, err := dedup.OpenRedisBloom(context.Background(), rdb, "sieve:seen:kill", dedup.RedisBloomOptions{
 		InitialCapacity: capacity, TargetFPP: fpp, Factor: 2, Tightening: 0.8, Shards: 4, Policy: canon.Version(),
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/redistest"
 )
 
@@ -248,6 +249,8 @@ func TestMainServesAndCommandsReport(t *testing.T) {
 				return "1e-7", true
 			case "SIEVE_FILTER_SHARDS":
 				return "4", true
+			case "SIEVE_FILTER_NAME": // crawl t's filter
+				return config.Default().Filter.Name + ":t", true
 			}
 			return "", false
 		}}, &out, &errb
@@ -369,7 +372,8 @@ func TestMainMemoryModeSnapshot(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(cfg.Filter.Snapshot); err != nil {
+	snap := pipeline.CrawlSnapshot(cfg.Filter.Snapshot, "t") // crawl t's filter
+	if _, err := os.Stat(snap); err != nil {
 		t.Fatalf("no snapshot after stop: %v", err)
 	}
 	// A second run continues from the snapshot: /a and /b are seen.
@@ -393,7 +397,7 @@ func TestMainMemoryModeSnapshot(t *testing.T) {
 	var out, errb bytes.Buffer
 	e := env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, lookupEnv: func(k string) (string, bool) {
 		if k == "SIEVE_FILTER_SNAPSHOT" {
-			return cfg.Filter.Snapshot, true
+			return snap, true
 		}
 		if k == "SIEVE_FILTER_CAPACITY" {
 			return "100000", true

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/pipeline"
+)
+
+// crawlCreate is what a crawl is created with: the settings `crawler seed`
+// (and run --seed) store with a new crawl. Zero means not given: a new
+// crawl takes the filter section's value, an existing one keeps its own.
+type crawlCreate struct {
+	ExpectURLs         int64         `yaml:"expect_urls" help:"URLs a new crawl's filter is sized for (with a revisit window: URLs new within one window); 0: filter.capacity. Stored with the crawl"`
+	FPP                float64       `yaml:"fpp" help:"false-positive bound of a new crawl's filter, in (0, 1); 0: filter.fpp. Stored with the crawl"`
+	RevisitAfter       time.Duration `yaml:"revisit_after" help:"revisit window of a new crawl: a URL admitted at t is new again when rediscovered after t+D·(1+1/g), g the granularity; at least frontier.duplicate_window; 0: never. Stored with the crawl"`
+	RevisitGranularity int           `yaml:"revisit_granularity" help:"granularity g of the revisit window (generations; 0: 4). Stored with the crawl"`
+}
+
+// validate checks the creation settings.
+func (c crawlCreate) validate(dupWindow time.Duration) error {
+	var errs []error
+	bad := func(field, msg string) { errs = append(errs, &config.FieldError{Field: field, Err: errors.New(msg)}) }
+	if c.ExpectURLs < 0 {
+		bad("expect_urls", "must be ≥ 0")
+	}
+	if c.FPP != 0 && !(c.FPP > 0 && c.FPP < 1) {
+		bad("fpp", "must be in (0, 1)")
+	}
+	switch {
+	case c.RevisitAfter < 0:
+		bad("revisit_after", "must be ≥ 0")
+	case c.RevisitAfter > 0 && c.RevisitAfter < dupWindow:
+		bad("revisit_after", fmt.Sprintf("%v is shorter than frontier.duplicate_window (%v): a URL admitted again would be dropped as the frontier's duplicate", c.RevisitAfter, dupWindow))
+	}
+	if c.RevisitGranularity < 0 {
+		bad("revisit_granularity", "must be ≥ 0")
+	} else if c.RevisitGranularity > 0 && c.RevisitAfter == 0 {
+		bad("revisit_granularity", "needs revisit_after")
+	}
+	return errors.Join(errs...)
+}
+
+// crawlSettings returns the settings given and the defaults a new crawl
+// takes from the rest of s.
+func (s settings) crawlSettings() (given, def frontier.CrawlSettings) {
+	c := s.Create
+	given = frontier.CrawlSettings{ExpectURLs: c.ExpectURLs, FPP: c.FPP, RevisitAfter: c.RevisitAfter, Granularity: c.RevisitGranularity}
+	def = frontier.CrawlSettings{ExpectURLs: s.Filter.Capacity, FPP: s.Filter.FPP, Kind: s.Filter.Kind, Scope: s.Crawl.Scope,
+		Granularity: dedup.DefaultWindowGranularity}
+	return given, def
+}
+
+// seed seeds the crawl, creating it with its settings if new.
+func (s settings) seed(ctx context.Context, js jetstream.JetStream) (frontier.CrawlRecord, error) {
+	given, def := s.crawlSettings()
+	return crawl.SeedWith(ctx, js, s.Frontier.Topology(), s.Crawl.ID, s.Seed, given, def)
+}
+
+// printCrawlSettings prints a crawl's settings on one line.
+func printCrawlSettings(w io.Writer, st frontier.CrawlSettings) {
+	fmt.Fprintf(w, "  expect_urls %d, fpp %v, revisit_after %s, kind %s, scope %s\n",
+		st.ExpectURLs, st.FPP, revisitString(st), st.Kind, st.Scope)
+}
+
+func revisitString(st frontier.CrawlSettings) string {
+	if st.RevisitAfter <= 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%v (g=%d)", st.RevisitAfter, st.Granularity)
+}
+
+// crawlRow is one crawl as `crawler crawls` lists it.
+type crawlRow struct {
+	frontier.Crawl
+	// Queued counts its URLs on the frontier, Pending its discovered
+	// messages not yet deduplicated.
+	Queued  uint64 `json:"queued"`
+	Pending uint64 `json:"pending"`
+}
+
+// crawlsCommand lists the crawls on the pipeline with their settings and
+// queues.
+func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writer) error {
+	js, closeConn, err := connectJS(s, "sieve-crawler-crawls")
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	topo := s.Frontier.Topology().WithDefaults()
+	reg, err := frontier.OpenCrawls(ctx, js, topo)
+	if err != nil {
+		return err
+	}
+	list, err := reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	rows := make([]crawlRow, 0, len(list))
+	for _, c := range list {
+		r := crawlRow{Crawl: c}
+		if r.Queued, err = countSubject(ctx, js, topo.FrontierStream(), topo.Prefix+".frontier."+c.ID+".>"); err != nil {
+			return err
+		}
+		if r.Pending, err = countSubject(ctx, js, topo.DiscoveredStream(), topo.DiscoveredSubject(c.ID)); err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	if jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no crawls: 'crawler seed --crawl-id ID URL…' creates one")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CRAWL\tCREATED\tEXPECT URLS\tFPP\tREVISIT AFTER\tKIND\tSCOPE\tSEEDS\tQUEUED\tPENDING")
+	for _, r := range rows {
+		st, created := r.Settings, "-"
+		if !r.Created.IsZero() {
+			created = r.Created.Local().Format("2006-01-02 15:04")
+		}
+		revisit := revisitString(st)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.ID, created, orDash(st.ExpectURLs != 0, fmt.Sprint(st.ExpectURLs)),
+			orDash(st.FPP != 0, fmt.Sprint(st.FPP)), revisit, orDash(st.Kind != "", st.Kind), orDash(st.Scope != "", st.Scope),
+			len(r.Seeds), r.Queued, r.Pending)
+	}
+	return tw.Flush()
+}
+
+func orDash(ok bool, s string) string {
+	if !ok {
+		return "-"
+	}
+	return s
+}
+
+// connectJS connects to the pipeline's NATS once (failing at once if it is
+// down).
+func connectJS(s settings, name string) (jetstream.JetStream, func(), error) {
+	nc, err := s.NATS.ConnectOnce(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
+// countSubject counts a stream's messages on subjects matching filter.
+func countSubject(ctx context.Context, js jetstream.JetStream, stream, filter string) (uint64, error) {
+	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}
+
+// deleteCrawlCommand removes crawls: their frontier and discovered
+// messages, their filters and their records, saying what it removed.
+func deleteCrawlCommand(ctx context.Context, s settings, ids []string, stdout io.Writer) error {
+	for _, id := range ids {
+		if !frontier.ValidCrawl(id) {
+			return fmt.Errorf("crawl id %q: want 1-64 of [A-Za-z0-9_-]", id)
+		}
+	}
+	js, closeConn, err := connectJS(s, "sieve-crawler-delete")
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	var rdb redis.UniversalClient
+	if s.Redis.Enabled() {
+		if rdb, err = s.Redis.Client(); err != nil {
+			return err
+		}
+		defer rdb.Close()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	reg, err := frontier.OpenCrawls(ctx, js, s.Frontier.Topology())
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := deleteCrawl(ctx, s, js, rdb, reg, id, stdout); err != nil {
+			return fmt.Errorf("delete crawl %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func deleteCrawl(ctx context.Context, s settings, js jetstream.JetStream, rdb redis.UniversalClient, reg *frontier.Crawls,
+	id string, stdout io.Writer) error {
+	topo := s.Frontier.Topology().WithDefaults()
+	rec, err := reg.Get(ctx, id)
+	known := err == nil
+	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
+		return err
+	}
+	fmt.Fprintf(stdout, "crawl %s:\n", id)
+	for _, q := range []struct{ what, stream, subject string }{
+		{"frontier", topo.FrontierStream(), topo.Prefix + ".frontier." + id + ".>"},
+		{"discovered", topo.DiscoveredStream(), topo.DiscoveredSubject(id)},
+	} {
+		n, err := purgeSubject(ctx, js, q.stream, q.subject)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  %s: %d messages purged (%s)\n", q.what, n, q.subject)
+	}
+	f := pipeline.CrawlFilter(s.Filter, id, rec.Settings)
+	switch {
+	case rdb != nil:
+		n, err := dedup.DeleteRedis(ctx, rdb, f.Name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  filter: %d Redis keys of %q deleted\n", n, f.Name)
+	case s.Embedded || s.Filter.Snapshot != "":
+		path := f.Snapshot
+		if path == "" {
+			path = pipeline.CrawlSnapshot(embeddedConfig(s).Filter.Snapshot, id)
+		}
+		switch err := os.Remove(path); {
+		case err == nil:
+			fmt.Fprintf(stdout, "  filter: %s removed\n", path)
+		case errors.Is(err, fs.ErrNotExist):
+			fmt.Fprintf(stdout, "  filter: no file %s\n", path)
+		default:
+			return err
+		}
+	default:
+		fmt.Fprintln(stdout, "  filter: in the memory of the dedup workers (no redis.url): it goes with them")
+	}
+	if known {
+		if err := reg.Delete(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  record: removed (%d seeds, created %s)\n", len(rec.Seeds), rec.Created.Format(time.RFC3339))
+	} else {
+		fmt.Fprintln(stdout, "  record: none")
+	}
+	return nil
+}
+
+// purgeSubject removes a stream's messages on subject, returning how many
+// there were.
+func purgeSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	n, err := countSubject(ctx, js, stream, subject)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		return 0, fmt.Errorf("purge %s from %s: %w", subject, stream, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,486 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+)
+
+// Each crawl has its own filter, opened on the crawl's first message from
+// the settings stored with the crawl (frontier.Crawls; a crawl without
+// settings takes the worker's filter section), and named after the
+// worker's: in Redis "<filter.name>:<crawl>", in memory the snapshot file
+// "<stem>.<crawl><ext>" beside filter.snapshot (seen.bloom → seen.web.bloom).
+// A crawl with a revisit window has a dedup.Window of that filter kind.
+// Filters unused for IdleFilter are saved and closed (an in-memory filter
+// without a snapshot file is kept: closing it would forget its URLs).
+
+// DefaultIdleFilter is how long a crawl's filter stays open unused.
+const DefaultIdleFilter = 10 * time.Minute
+
+// CrawlFilter returns the filter section of a crawl's filter: the worker's
+// section f named for the crawl, sized by the crawl's settings st (zero
+// fields keep f's).
+func CrawlFilter(f config.Filter, crawl string, st frontier.CrawlSettings) config.Filter {
+	f.Name += ":" + crawl
+	if f.Snapshot != "" {
+		f.Snapshot = CrawlSnapshot(f.Snapshot, crawl)
+	}
+	if st.Kind != "" {
+		f.Kind = st.Kind
+	}
+	if st.FPP != 0 {
+		f.FPP = st.FPP
+	}
+	if st.ExpectURLs != 0 {
+		f.Capacity = st.ExpectURLs
+		if st.RevisitAfter != 0 {
+			// ExpectURLs is what a window admits; a generation holds 1/g
+			// of it.
+			g := int64(windowOptions(st).Granularity)
+			f.Capacity = max((st.ExpectURLs+g-1)/g, 1)
+		}
+	}
+	return f
+}
+
+// CrawlSnapshot is the snapshot file of a crawl's in-memory filter, beside
+// the worker's file path: "<stem>.<crawl><ext>".
+func CrawlSnapshot(path, crawl string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "." + crawl + ext
+}
+
+func windowOptions(st frontier.CrawlSettings) dedup.WindowOptions {
+	w := dedup.WindowOptions{After: st.RevisitAfter, Granularity: st.Granularity}
+	if w.Granularity == 0 {
+		w.Granularity = dedup.DefaultWindowGranularity
+	}
+	return w
+}
+
+// OpenCrawlFilter opens a crawl's filter from its section (CrawlFilter) and
+// settings: in Redis when rdb is not nil, else in memory (loaded from its
+// snapshot file when one exists).
+func OpenCrawlFilter(ctx context.Context, f config.Filter, st frontier.CrawlSettings, rdb redis.UniversalClient, policy string) (config.SeenFilter, error) {
+	if st.RevisitAfter == 0 {
+		return f.Open(ctx, rdb, policy)
+	}
+	w := windowOptions(st)
+	g := dedup.Growth{InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening}
+	var (
+		sf  config.SeenFilter
+		err error
+	)
+	switch {
+	case rdb != nil && f.Kind == "bloom":
+		sf, err = dedup.OpenRedisBloomWindow(ctx, rdb, f.Name, w, dedup.RedisBloomOptions{
+			InitialCapacity: g.InitialCapacity, TargetFPP: g.TargetFPP, Factor: g.Factor, Tightening: g.Tightening,
+			Shards: f.Shards, Policy: policy, Force: f.Force,
+		})
+	case rdb != nil && f.Kind == "cuckoo":
+		sf, err = dedup.OpenRedisCuckooWindow(ctx, rdb, f.Name, w, dedup.RedisCuckooOptions{
+			CuckooOptions: dedup.CuckooOptions{Growth: g, Policy: policy, Force: f.Force}, Shards: f.Shards,
+		})
+	case f.Kind == "bloom":
+		o := dedup.ScalableOptions{Growth: g, Policy: policy, Force: f.Force}
+		sf, err = loadWindow(ctx, f.Snapshot, func(path string) (*dedup.Window, error) { return dedup.LoadBloomWindow(ctx, path, w, o) },
+			func() (*dedup.Window, error) { return dedup.NewBloomWindow(w, o) })
+	case f.Kind == "cuckoo":
+		o := dedup.CuckooOptions{Growth: g, Policy: policy, Force: f.Force}
+		sf, err = loadWindow(ctx, f.Snapshot, func(path string) (*dedup.Window, error) { return dedup.LoadCuckooWindow(ctx, path, w, o) },
+			func() (*dedup.Window, error) { return dedup.NewCuckooWindow(w, o) })
+	default:
+		return nil, &config.FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s window %q (revisit after %v): %w", f.Kind, f.Name, st.RevisitAfter, err)
+	}
+	return expiring{sf}, nil
+}
+
+// expiring is a revisit window: its keys expire, so a worker must not
+// cache them (frontier.Expiring).
+type expiring struct{ config.SeenFilter }
+
+// Expires reports true.
+func (expiring) Expires() bool { return true }
+
+// Save writes the window to path (config.Filter.Save).
+func (e expiring) Save(ctx context.Context, path string) error {
+	return e.SeenFilter.(interface {
+		Save(context.Context, string) error
+	}).Save(ctx, path)
+}
+
+func loadWindow(_ context.Context, path string, load func(string) (*dedup.Window, error), create func() (*dedup.Window, error)) (config.SeenFilter, error) {
+	if path != "" {
+		w, err := load(path)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return w, err
+		}
+	}
+	return create()
+}
+
+// CrawlFilterStatus is one open crawl filter, as a worker reports it.
+type CrawlFilterStatus struct {
+	// Crawl is the crawl's id.
+	Crawl string `json:"crawl"`
+	// Name is the filter's Redis name, or its snapshot file in memory.
+	Name string `json:"name"`
+	// Settings are the crawl's.
+	Settings frontier.CrawlSettings `json:"settings"`
+	// Stats is the filter's state (empty if it could not be read).
+	Stats dedup.Stats `json:"stats"`
+	// InUse counts the batches using it now.
+	InUse int `json:"in_use"`
+	// Used is when a batch last released it.
+	Used time.Time `json:"used"`
+}
+
+// crawlFilters is a Worker's frontier.FilterSet. It is safe for concurrent
+// use.
+type crawlFilters struct {
+	cfg    config.Filter
+	rdb    redis.UniversalClient
+	policy string
+	idle   time.Duration
+	log    *slog.Logger
+	reg    func(ctx context.Context) (*frontier.Crawls, error)
+
+	mu     sync.Mutex
+	open   map[string]*crawlFilter
+	closed map[string]SnapshotStatus // closed filters' last snapshot status
+}
+
+// crawlFilter is one crawl's open (or opening, or closing) filter.
+type crawlFilter struct {
+	ready   chan struct{} // closed once opened (err set on failure)
+	closing chan struct{} // non-nil while being saved and closed
+	err     error
+	f       config.SeenFilter
+	cfg     config.Filter
+	st      frontier.CrawlSettings
+	snap    *snapshotter
+	refs    int
+	used    time.Time
+}
+
+func newCrawlFilters(cfg config.Filter, rdb redis.UniversalClient, policy string, idle time.Duration, log *slog.Logger,
+	reg func(context.Context) (*frontier.Crawls, error)) *crawlFilters {
+	if idle <= 0 {
+		idle = DefaultIdleFilter
+	}
+	return &crawlFilters{cfg: cfg, rdb: rdb, policy: policy, idle: idle, log: log, reg: reg, open: map[string]*crawlFilter{},
+		closed: map[string]SnapshotStatus{}}
+}
+
+// Acquire returns the crawl's filter, opening it from the crawl's settings
+// on first use; release ends the use.
+func (s *crawlFilters) Acquire(ctx context.Context, crawl string) (frontier.Filter, func(), error) {
+	e, err := s.acquire(ctx, crawl)
+	if err != nil {
+		return nil, nil, err
+	}
+	var once sync.Once
+	return e.f, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			e.refs--
+			e.used = time.Now()
+			s.mu.Unlock()
+		})
+	}, nil
+}
+
+func (s *crawlFilters) acquire(ctx context.Context, crawl string) (*crawlFilter, error) {
+	for {
+		s.mu.Lock()
+		e := s.open[crawl]
+		switch {
+		case e == nil:
+			e = &crawlFilter{ready: make(chan struct{}), refs: 1}
+			s.open[crawl] = e
+			s.mu.Unlock()
+			e.err = s.load(ctx, crawl, e)
+			if e.err != nil {
+				s.mu.Lock()
+				delete(s.open, crawl)
+				s.mu.Unlock()
+			}
+			close(e.ready)
+			return e, e.err
+		case e.closing != nil:
+			closing := e.closing
+			s.mu.Unlock()
+			select {
+			case <-closing: // then open it again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		e.refs++
+		s.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			s.release(e)
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		return e, nil
+	}
+}
+
+func (s *crawlFilters) release(e *crawlFilter) {
+	s.mu.Lock()
+	e.refs--
+	s.mu.Unlock()
+}
+
+// load opens the crawl's filter into e.
+func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) error {
+	reg, err := s.reg(ctx)
+	if err != nil {
+		return err
+	}
+	rec, err := reg.Get(ctx, crawl)
+	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
+		return err
+	}
+	e.st = rec.Settings
+	e.cfg = CrawlFilter(s.cfg, crawl, e.st)
+	f, err := OpenCrawlFilter(ctx, e.cfg, e.st, s.rdb, s.policy)
+	if err != nil {
+		return fmt.Errorf("crawl %s: open filter: %w", crawl, err)
+	}
+	e.f = f
+	if s.rdb == nil && e.cfg.Snapshot != "" {
+		e.snap = newSnapshotter(e.cfg, f, s.log)
+	}
+	s.log.Debug("crawl filter opened", "crawl", crawl, "name", e.name(), "revisit_after", e.st.RevisitAfter)
+	return nil
+}
+
+func (e *crawlFilter) name() string {
+	if e.cfg.Snapshot != "" && e.snap != nil {
+		return e.cfg.Snapshot
+	}
+	return e.cfg.Name
+}
+
+// persistent reports whether closing the filter keeps its URLs: in Redis,
+// or in memory with a snapshot file.
+func (e *crawlFilter) persistent(redis bool) bool { return redis || e.snap != nil }
+
+// ready returns the open filters (not opening or closing).
+func (s *crawlFilters) readyFilters() map[string]*crawlFilter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]*crawlFilter, len(s.open))
+	for id, e := range s.open {
+		select {
+		case <-e.ready:
+			if e.err == nil && e.closing == nil {
+				out[id] = e
+			}
+		default:
+		}
+	}
+	return out
+}
+
+// closeIdle saves and closes the filters unused since before now−idle.
+func (s *crawlFilters) closeIdle(ctx context.Context, now time.Time) {
+	var doomed []string
+	s.mu.Lock()
+	for id, e := range s.open {
+		select {
+		case <-e.ready:
+		default:
+			continue
+		}
+		if e.err == nil && e.closing == nil && e.refs == 0 && now.Sub(e.used) >= s.idle && e.persistent(s.rdb != nil) {
+			e.closing = make(chan struct{})
+			doomed = append(doomed, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range doomed {
+		s.mu.Lock()
+		e := s.open[id]
+		s.mu.Unlock()
+		if err := s.closeOne(ctx, id, e); err != nil {
+			// Kept open: it holds URLs its file does not.
+			s.log.Error("idle crawl filter not closed", "crawl", id, "error", err)
+			s.mu.Lock()
+			close(e.closing)
+			e.closing = nil
+			s.mu.Unlock()
+			continue
+		}
+		s.log.Debug("idle crawl filter closed", "crawl", id)
+		s.mu.Lock()
+		delete(s.open, id)
+		close(e.closing)
+		s.mu.Unlock()
+	}
+}
+
+// closeOne saves an in-memory filter to its file and closes it, keeping
+// the file's last status.
+func (s *crawlFilters) closeOne(ctx context.Context, id string, e *crawlFilter) error {
+	if e.snap != nil {
+		err := e.snap.final(ctx)
+		st := e.snap.status()
+		s.mu.Lock()
+		if prev, ok := s.closed[id]; ok {
+			st.Saves += prev.Saves
+			st.Failures += prev.Failures
+		}
+		s.closed[id] = st
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		e.snap = nil // counted in closed
+	}
+	return e.f.Close()
+}
+
+// loop closes idle filters and saves in-memory ones as they change until
+// ctx ends.
+func (s *crawlFilters) loop(ctx context.Context, saveEvery time.Duration) {
+	tick := min(s.idle/4, time.Minute)
+	if saveEvery > 0 && s.rdb == nil {
+		tick = min(tick, saveEvery)
+	}
+	t := time.NewTicker(max(tick, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, e := range s.readyFilters() {
+				if e.snap != nil {
+					e.snap.tick(ctx, now)
+				}
+			}
+			s.closeIdle(ctx, now)
+		}
+	}
+}
+
+// closeAll saves and closes every open filter; Acquire must not be called
+// any more.
+func (s *crawlFilters) closeAll(ctx context.Context) error {
+	s.mu.Lock()
+	open := s.open
+	s.open = map[string]*crawlFilter{}
+	s.mu.Unlock()
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(open)) {
+		e := open[id]
+		<-e.ready
+		if e.err != nil || e.closing != nil {
+			continue
+		}
+		if err := s.closeOne(ctx, id, e); err != nil {
+			errs = append(errs, fmt.Errorf("crawl %s: %w", id, err))
+			_ = e.f.Close()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// status reports every open filter, by crawl.
+func (s *crawlFilters) status(ctx context.Context) []CrawlFilterStatus {
+	open := s.readyFilters()
+	out := make([]CrawlFilterStatus, 0, len(open))
+	for _, id := range slices.Sorted(maps.Keys(open)) {
+		e := open[id]
+		st, _ := e.f.Stats(ctx)
+		s.mu.Lock()
+		out = append(out, CrawlFilterStatus{Crawl: id, Name: e.name(), Settings: e.st, Stats: st, InUse: e.refs, Used: e.used})
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// stats sums the open filters' stats: items and memory add up; the rates
+// are the highest of any crawl's; layers are listed crawl by crawl.
+func (s *crawlFilters) stats(ctx context.Context) (dedup.Stats, error) {
+	out := dedup.Stats{Kind: s.cfg.Kind, TargetFPP: s.cfg.FPP}
+	for _, e := range s.readyFilters() {
+		st, err := e.f.Stats(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Items += st.Items
+		out.Deletes += st.Deletes
+		out.MemoryBytes += st.MemoryBytes
+		out.TargetFPP = max(out.TargetFPP, st.TargetFPP)
+		out.EstimatedFPP = max(out.EstimatedFPP, st.EstimatedFPP)
+		out.Layers = append(out.Layers, st.Layers...)
+		out.NextLayerCapacity = max(out.NextLayerCapacity, st.NextLayerCapacity)
+	}
+	if out.Items > 0 {
+		out.BytesPerItem = float64(out.MemoryBytes) / float64(out.Items)
+	}
+	return out, nil
+}
+
+// snapshotStatus sums the open in-memory filters' snapshot files: Path is
+// the file name pattern, Error the first failing file's.
+func (s *crawlFilters) snapshotStatus() SnapshotStatus {
+	out := SnapshotStatus{Path: CrawlSnapshot(s.cfg.Snapshot, "<crawl>")}
+	all := map[string]SnapshotStatus{}
+	s.mu.Lock()
+	maps.Copy(all, s.closed)
+	s.mu.Unlock()
+	for id, e := range s.readyFilters() {
+		if e.snap == nil {
+			continue
+		}
+		st := e.snap.status()
+		if prev, ok := all[id]; ok { // closed when idle, then opened again
+			st.Saves += prev.Saves
+			st.Failures += prev.Failures
+		}
+		all[id] = st
+	}
+	for _, id := range slices.Sorted(maps.Keys(all)) {
+		st := all[id]
+		out.Items += st.Items
+		out.Bytes += st.Bytes
+		out.Saves += st.Saves
+		out.Failures += st.Failures
+		out.Seconds = max(out.Seconds, st.Seconds)
+		if st.Saved.After(out.Saved) {
+			out.Saved = st.Saved
+		}
+		if st.Error != "" && out.Error == "" {
+			out.Error = st.Path + ": " + st.Error
+		}
+	}
+	return out
+}

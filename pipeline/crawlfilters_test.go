@@ -1,0 +1,173 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/pipeline"
+	"github.com/sievecrawl/sieve/redistest"
+)
+
+// admittedIn counts the crawl's messages on the frontier.
+func admittedIn(tb testing.TB, js jetstream.JetStream, topo frontier.Topology, crawl string) uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, topo.FrontierStream())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(topo.WithDefaults().Prefix+".frontier."+crawl+".>"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+func publishIn(tb testing.TB, js jetstream.JetStream, topo frontier.Topology, crawl string, links ...string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A new page each time: the discovered stream drops a message it holds
+	// already.
+	page := fmt.Sprintf("https://site.example/%d", time.Now().UnixNano())
+	d := frontier.Discovered{Crawl: crawl, URL: page, Depth: 1, Links: links}
+	if err := topo.PublishDiscovered(ctx, js, d); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestCrawlFilters runs a Worker serving three crawls at once, each with
+// its own filter from its stored settings, in memory (snapshot files),
+// Redis and Redis Cluster: a URL is admitted once in each crawl; a crawl
+// with a revisit window admits it again after the window, once; idle
+// filters are closed (saved first) and reopened with what they held; the
+// open filters and their memory are reported.
+func TestCrawlFilters(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	js := nsrv.JetStream()
+	for _, where := range []string{"memory", "redis", "cluster"} {
+		t.Run(where, func(t *testing.T) {
+			redisURL := ""
+			switch where {
+			case "redis":
+				redisURL = redistest.Start(t, redistest.Options{}).URL()
+			case "cluster":
+				redisURL = strings.Join(redistest.StartCluster(t, 3).Addrs, ",")
+			}
+			cfg := testConfig(nsrv.URL(), redisURL)
+			cfg.Frontier.Prefix = where
+			cfg.Filter.Name = "seen-" + where
+			// A URL admitted again must be published under the ID it had
+			// before: after the frontier's duplicate window W, which a
+			// revisit window must exceed.
+			cfg.Frontier.DuplicateWindow = 6 * time.Second
+			if where == "memory" {
+				cfg.Filter.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
+				cfg.Filter.SnapshotInterval = 20 * time.Millisecond
+			}
+			topo := cfg.Frontier.Topology()
+			ensure(t, js, topo)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			crawls, err := frontier.OpenCrawls(ctx, js, topo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			def := frontier.CrawlSettings{ExpectURLs: 1000, FPP: 1e-6, Kind: "bloom"}
+			for id, st := range map[string]frontier.CrawlSettings{
+				"a":   {},
+				"cuc": {Kind: "cuckoo", ExpectURLs: 500},
+				"win": {RevisitAfter: 6 * time.Second, Granularity: 2},
+			} {
+				if _, err := crawls.Create(ctx, id, st, def); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reg := prometheus.NewRegistry()
+			w := &pipeline.Worker{Config: cfg, Registerer: reg, IdleFilter: 300 * time.Millisecond}
+			stop := start(t, w)
+			ids := []string{"a", "cuc", "win", "norecord"}
+			for range 2 {
+				for _, id := range ids {
+					publishIn(t, js, topo, id, "/x", "/y")
+				}
+				waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			}
+			for _, id := range ids {
+				if n := admittedIn(t, js, topo, id); n != 2 {
+					t.Errorf("crawl %s: %d admitted, want 2", id, n)
+				}
+			}
+			open := w.CrawlFilters(ctx)
+			if len(open) != len(ids) || metric(t, reg, "sieve_filters_open") != float64(len(ids)) {
+				t.Fatalf("open filters %+v, want %d", open, len(ids))
+			}
+			var memory uint64
+			for _, f := range open {
+				memory += f.Stats.MemoryBytes
+				if f.Stats.Items != 2 || f.Stats.MemoryBytes == 0 {
+					t.Errorf("crawl %s filter: %+v", f.Crawl, f.Stats)
+				}
+			}
+			if open[1].Crawl != "cuc" || open[1].Stats.Kind != "cuckoo" || open[3].Settings.RevisitAfter != 6*time.Second {
+				t.Errorf("crawl filters do not follow the crawls' settings: %+v", open)
+			}
+			if fs, err := w.FilterStats(ctx); err != nil || fs.Items != 8 || fs.MemoryBytes != memory {
+				t.Errorf("FilterStats = %+v, %v; want 8 items in %d bytes", fs, err, memory)
+			}
+
+			// Idle filters close (saved first) and reopen as they were.
+			waitFor(t, 20*time.Second, "idle filters closed", func() bool { return len(w.CrawlFilters(ctx)) == 0 })
+			if metric(t, reg, "sieve_filters_open") != 0 {
+				t.Error("sieve_filters_open after the idle filters closed")
+			}
+			for _, id := range []string{"a", "cuc", "norecord"} {
+				publishIn(t, js, topo, id, "/x", "/y")
+			}
+			waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			for _, id := range []string{"a", "cuc", "norecord"} {
+				if n := admittedIn(t, js, topo, id); n != 2 {
+					t.Errorf("crawl %s after reopening: %d admitted, want 2", id, n)
+				}
+			}
+
+			// The window's URLs are new again after at most
+			// D·(1+1/g) = 9 s; then they are duplicates again.
+			waitFor(t, 30*time.Second, "the window's URLs admitted again", func() bool {
+				publishIn(t, js, topo, "win", "/x", "/y")
+				waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+				return admittedIn(t, js, topo, "win") >= 4
+			})
+			publishIn(t, js, topo, "win", "/x", "/y")
+			waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			if n := admittedIn(t, js, topo, "win"); n != 4 {
+				t.Errorf("crawl win: %d admitted, want 4 (each URL once per window)", n)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if where == "memory" {
+				for _, id := range ids {
+					if _, err := os.Stat(pipeline.CrawlSnapshot(cfg.Filter.Snapshot, id)); err != nil {
+						t.Errorf("crawl %s: no snapshot file: %v", id, err)
+					}
+				}
+			}
+		})
+	}
+}
