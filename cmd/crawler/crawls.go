@@ -19,6 +19,7 @@ import (
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/pipeline"
+	"github.com/sievecrawl/sieve/stats"
 )
 
 // crawlCreate is what a crawl is created with: the settings `crawler seed`
@@ -84,6 +85,18 @@ func revisitString(st frontier.CrawlSettings) string {
 	return fmt.Sprintf("%v (g=%d)", st.RevisitAfter, st.Granularity)
 }
 
+// createCrawl records the crawl with its settings if it is new, as seed
+// does, so that a worker opening its filter sizes it as the crawl says.
+func (s settings) createCrawl(ctx context.Context, js jetstream.JetStream) error {
+	reg, err := frontier.OpenCrawls(ctx, js, s.Frontier.Topology())
+	if err != nil {
+		return err
+	}
+	given, def := s.crawlSettings()
+	_, err = reg.Create(ctx, s.Crawl.ID, given, def)
+	return err
+}
+
 // crawlRow is one crawl as `crawler crawls` lists it.
 type crawlRow struct {
 	frontier.Crawl
@@ -91,6 +104,9 @@ type crawlRow struct {
 	// messages not yet deduplicated.
 	Queued  uint64 `json:"queued"`
 	Pending uint64 `json:"pending"`
+	// Counts are the dedup workers' counts for the crawl (with Redis
+	// stats: redis.url set).
+	Counts *stats.CrawlCounts `json:"counts,omitempty"`
 }
 
 // crawlsCommand lists the crawls on the pipeline with their settings and
@@ -112,9 +128,25 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 	if err != nil {
 		return err
 	}
+	var counts map[string]stats.CrawlCounts
+	if s.Redis.Enabled() {
+		rdb, err := s.Redis.Client()
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		snap, err := stats.NewRedis(rdb, topo.Prefix).Snapshot(ctx, 0)
+		if err != nil {
+			return err
+		}
+		counts = snap.Totals.Crawls
+	}
 	rows := make([]crawlRow, 0, len(list))
 	for _, c := range list {
 		r := crawlRow{Crawl: c}
+		if cc, ok := counts[c.ID]; ok {
+			r.Counts = &cc
+		}
 		if r.Queued, err = countSubject(ctx, js, topo.FrontierStream(), topo.Prefix+".frontier."+c.ID+".>"); err != nil {
 			return err
 		}
@@ -133,16 +165,20 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRAWL\tCREATED\tEXPECT URLS\tFPP\tREVISIT AFTER\tKIND\tSCOPE\tSEEDS\tQUEUED\tPENDING")
+	fmt.Fprintln(tw, "CRAWL\tCREATED\tEXPECT URLS\tFPP\tREVISIT AFTER\tKIND\tSCOPE\tSEEDS\tQUEUED\tPENDING\tADMITTED\tDUPLICATES")
 	for _, r := range rows {
 		st, created := r.Settings, "-"
 		if !r.Created.IsZero() {
 			created = r.Created.Local().Format("2006-01-02 15:04")
 		}
 		revisit := revisitString(st)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", r.ID, created, orDash(st.ExpectURLs != 0, fmt.Sprint(st.ExpectURLs)),
+		admitted, dups := "-", "-"
+		if r.Counts != nil {
+			admitted, dups = fmt.Sprint(r.Counts.Admitted), fmt.Sprint(r.Counts.Duplicates)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.ID, created, orDash(st.ExpectURLs != 0, fmt.Sprint(st.ExpectURLs)),
 			orDash(st.FPP != 0, fmt.Sprint(st.FPP)), revisit, orDash(st.Kind != "", st.Kind), orDash(st.Scope != "", st.Scope),
-			len(r.Seeds), r.Queued, r.Pending)
+			len(r.Seeds), r.Queued, r.Pending, admitted, dups)
 	}
 	return tw.Flush()
 }
@@ -250,6 +286,11 @@ func deleteCrawl(ctx context.Context, s settings, js jetstream.JetStream, rdb re
 			return err
 		}
 		fmt.Fprintf(stdout, "  filter: %d Redis keys of %q deleted\n", n, f.Name)
+		n, err = stats.NewRedis(rdb, topo.Prefix).DeleteCrawl(ctx, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  stats: %d per-crawl counts deleted (the totals keep them)\n", n)
 	case s.Embedded || s.Filter.Snapshot != "":
 		path := f.Snapshot
 		if path == "" {

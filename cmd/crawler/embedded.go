@@ -69,6 +69,15 @@ func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Lo
 		return err
 	}
 
+	if len(s.Seed) > 0 {
+		// The crawl's settings first: its filter is opened from them.
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := s.createCrawl(cctx, b.js)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: nc, Registerer: reg, Crawls: []string{s.Crawl.ID}}
 	if err := w.Open(ctx); err != nil {
 		return err
