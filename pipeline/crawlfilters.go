@@ -34,7 +34,9 @@ const DefaultIdleFilter = 10 * time.Minute
 
 // CrawlFilter returns the filter section of a crawl's filter: the worker's
 // section f named for the crawl, sized by the crawl's settings st (zero
-// fields keep f's).
+// fields keep f's). An existing filter adopts its stored parameters, unless
+// f.Given names them: then a stored value other than the crawl's is an
+// error naming both.
 func CrawlFilter(f config.Filter, crawl string, st frontier.CrawlSettings) config.Filter {
 	f.Name += ":" + crawl
 	if f.Snapshot != "" {

@@ -125,7 +125,7 @@ func TestEmbeddedAdoptsStoredFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := config.Default().Filter // capacity 10,000,000
-	old.Snapshot = filepath.Join(dir, "seen.bloom")
+	old.Snapshot = crawlSnapshot(dir, "bloom")
 	sf, err := old.Open(t.Context(), nil, n.Version())
 	if err != nil {
 		t.Fatal(err)

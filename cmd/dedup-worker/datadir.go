@@ -35,10 +35,10 @@ func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
 	if !slices.Contains(cfg.Filter.Given, "kind") {
 		if r, _, err := watch.ReadDir(ctx, dir); err == nil && r.Filter != nil {
 			cfg.Filter.Kind = r.Filter.Kind
-		} else if _, err := os.Stat(filepath.Join(dir, "seen."+cfg.Filter.Kind)); err != nil {
+		} else if !hasSnapshot(dir, cfg.Filter.Kind) {
 			// No report: the kind whose snapshot is there.
 			for _, k := range []string{"bloom", "cuckoo"} {
-				if _, err := os.Stat(filepath.Join(dir, "seen."+k)); err == nil {
+				if hasSnapshot(dir, k) {
 					cfg.Filter.Kind = k
 				}
 			}
@@ -52,6 +52,16 @@ func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
 			cfg.Filter.Snapshot = m[0]
 		}
 	}
+}
+
+// hasSnapshot reports whether dir holds a filter snapshot of kind: a
+// crawl's seen.<crawl>.<kind>, or seen.<kind>.
+func hasSnapshot(dir, kind string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "seen."+kind)); err == nil {
+		return true
+	}
+	m, _ := filepath.Glob(filepath.Join(dir, "seen.*."+kind))
+	return len(m) > 0
 }
 
 // remoteContains asks the running embedded crawl in dir, if there is one,
