@@ -434,6 +434,9 @@ func (s *crawlFilters) stats(ctx context.Context) (dedup.Stats, error) {
 	out := dedup.Stats{Kind: s.cfg.Kind, TargetFPP: s.cfg.FPP}
 	for _, e := range s.readyFilters() {
 		st, err := e.f.Stats(ctx)
+		if errors.Is(err, dedup.ErrClosed) {
+			continue // closed as idle meanwhile
+		}
 		if err != nil {
 			return out, err
 		}
