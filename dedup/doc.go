@@ -84,14 +84,16 @@
 //
 // RedisBloom decides "full" without a script: a counter in Redis, bumped in
 // the same BITFIELD command that sets a call's bits, freezes layer i at
-// cap_i − b_i counted keys, and a call counts at most b_i = min(128,
-// cap_i/64) keys and first reads whether the layer is frozen, so at most
-// cap_i keys are ever counted into it. Calls already in flight when a layer
-// freezes still set their keys' bits there (and add the keys to the next
-// layer too): with W TestAndAdd calls at once on a shard, layer i's bits
-// stand for at most cap_i + (W−1)·b_i keys. For one writer the bound above
-// holds as stated; for W writers each layer's rate may exceed fpp_i by the
-// factor (1 + (W−1)·b_i/cap_i)^(k_i·ln 2), at most (1 + (W−1)/64)^(k_i·ln 2).
+// cap_i − b_i counted keys, and a call counts at most b_i keys and first
+// reads whether the layer is frozen, so at most cap_i keys are ever counted
+// into it. Calls already in flight when a layer freezes still set their
+// keys' bits there (and add the keys to the next layer too), at most
+// MaxWriters − 1 calls of at most b_i keys each when at most MaxWriters
+// TestAndAdd calls run at once over all processes; so each layer's bits are
+// sized for cap_i + (MaxWriters − 1)·b_i keys, with b_i small enough that
+// this reserve is at most cap_i/32 for all but small layers. Under that
+// condition every layer holds at most the keys it was sized for and the
+// bound above holds as stated (RedisBloom's documentation has the proof).
 //
 // # Revisit windows
 //

@@ -18,18 +18,23 @@ const (
 	DefaultRedisBloomFPP        = 0.01
 	DefaultRedisBloomShards     = 16
 	DefaultRedisBloomChunkBytes = 64 << 20
+	DefaultRedisBloomMaxWriters = 64
 	// maxRedisChunkBytes is Redis's limit on a string (proto-max-bulk-len).
 	maxRedisChunkBytes = 512 << 20
 )
 
 // redisBloomLayout versions the Redis layout of a RedisBloom (key names,
 // state fields, bit positions, frozen flags). It is stored in the
-// metadata. Layout 2 is the native protocol; a filter written under layout
-// 1 (the script protocol, before frozen flags) is still served, with that
-// protocol; any other layout is refused with a *MismatchError on "layout".
+// metadata. Layout 3 is the native protocol with its layers sized for
+// MaxWriters; a filter written under layout 1 (the script protocol, before
+// frozen flags) is still served, with that protocol. Layout 2 (the native
+// protocol before MaxWriters, whose bound did not hold for concurrent
+// writers; only development builds made it) is refused with an error
+// saying so, and any other layout with a *MismatchError on "layout".
 const (
-	redisBloomLayout       = "2"
-	redisBloomLayoutScript = "1"
+	redisBloomLayout        = "3"
+	redisBloomLayoutScript  = "1"
+	redisBloomLayoutNoBound = "2"
 )
 
 // redisBloomHash names the hash and bit layout, stored in the metadata.
@@ -76,6 +81,15 @@ type RedisBloomOptions struct {
 	// metadata; Force does not replace the stored policy): a missing filter
 	// is an error matching ErrNotFound. Read-only callers use it.
 	Existing bool
+	// MaxWriters is the most TestAndAdd calls the false-positive bound
+	// covers running at once: summed over every process (every open
+	// RedisBloom value) using the filter, the most calls each runs at once.
+	// Each layer's bits are sized for its capacity plus what that many
+	// racing calls may set in it after it is full (see RedisBloom, "The
+	// bound under concurrent writers"); past it the bound may not hold. 0
+	// means DefaultRedisBloomMaxWriters (64: sixteen dedup workers of
+	// concurrency 4). Layout-1 filters ignore it: their script is exact.
+	MaxWriters int
 	// MirrorBytes bounds this process's local copy of the filter's bits,
 	// which answers repeated keys without Redis and spares the script the
 	// frozen layers (see bloomMirror); layers are copied oldest first while
@@ -105,6 +119,9 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 	}
 	if o.MirrorBytes == 0 {
 		o.MirrorBytes = DefaultRedisBloomMirrorBytes
+	}
+	if o.MaxWriters == 0 {
+		o.MaxWriters = DefaultRedisBloomMaxWriters
 	}
 	return o
 }
@@ -144,7 +161,7 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 //	                   flag (see below)
 //
 // and N:meta, a hash, holds the parameters (see OpenRedisBloom), among them
-// the layout version, 2. A chunk is allocated at its full size by its first
+// the layout version, 3, and MaxWriters. A chunk is allocated at its full size by its first
 // write. Filters written by earlier versions (layout 1: no tails, a Lua
 // script per batch) are still served, by that script; see OpenRedisBloom.
 //
@@ -179,7 +196,7 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 // The counter counts step = floor(2⁶²/(cap_i − b_i)) per key, so its first
 // bit, the frozen flag, turns 1 when it has counted cap_i − b_i keys (or
 // one more), and saturation keeps it 1. A call counts at most b_i keys
-// (b_i = cap_i/64, at least 1, at most 128; a shard's further keys wait for
+// (b_i, below, at most cap_i/64 and 128; a shard's further keys wait for
 // the next round), and reads the flag before it counts: a call that read 0
 // ran while at most cap_i − b_i keys were counted, so at most cap_i keys are
 // ever counted into layer i, whatever the concurrency. A call that read 1
@@ -188,19 +205,53 @@ func (o RedisBloomOptions) withDefaults() RedisBloomOptions {
 // layer i. Frozen layers are read only, so the mirror copies them whole once
 // it sees them frozen.
 //
+// # The bound under concurrent writers
+//
 // A call that reads the flag as 1 has still set its keys' bits in the
-// frozen layer (BITFIELD cannot stop halfway). Those keys are added to the
-// next layer too, so they are no loss, but the frozen layer's bits then
-// stand for more keys than it counted: a process learns of the freeze from
-// the first call that meets it, so with W TestAndAdd calls in flight on a
-// shard at once (over all processes) layer i's bits hold at most cap_i +
-// (W−1)·b_i keys. With one writer at a time (W = 1) every layer stays within
-// its capacity and the package's bound Σ fpp_i < TargetFPP holds as stated;
-// with W writers a layer's excess is at most (W−1)·b_i keys, at most
-// (W−1)/64 of its capacity, which raises that layer's rate at most by the
-// factor (1 + (W−1)·b_i/cap_i)^(k_i·ln 2) (for 8 writers on a layer of
-// 60,000 keys a shard: 1.5 % more keys, about 10 % more false positives
-// in that layer).
+// frozen layer (BITFIELD is not conditional), uncounted; its keys go to
+// the next layer too, so they are no loss, but layer i's bits may stand for
+// more keys than it counted. Each layer's bits are therefore sized, with
+// OptimalBits and OptimalHashes at fpp_i, for
+//
+//	n_i = cap_i + (W − 1)·b_i          W = MaxWriters
+//
+// keys, and b_i is kept small enough that the reserve is small: b_i =
+// min(128, cap_i/64, max(16, cap_i/(32·(W−1)))) (for W = 1, min(128,
+// cap_i/64) and no reserve), so the reserve is at most cap_i/32 once cap_i
+// ≥ 512·(W−1) keys (a layer of 32,256 keys for W = 64; a smaller layer has
+// a larger reserve in share, of at most (W−1)·16 keys), and most keys
+// still go in one call per shard a batch.
+//
+// Claim: if, summed over every process (every open RedisBloom value) that
+// writes while layer i freezes, the most TestAndAdd calls each runs at
+// once is at most W, then at most n_i distinct keys have set bits in layer
+// i, so its rate is at most fpp_i (within the 1% of rounding k, as
+// everywhere) and the package's bound Σ fpp_i < TargetFPP holds. Proof: the
+// keys counted into layer i are at most cap_i (above), and keys whose bits
+// were all 1 already set none. An uncounted key's bits were set by a call
+// C that read the flag as 1: C ran in Redis after the call X that froze
+// the layer. A process learns that the layer is frozen from the reply to
+// any of its calls that met the freeze (X's included), and from then on it
+// sends no call to layer i (its shard's layer count is raised before the
+// reply is returned, and every call reads it when it is built). So every
+// such C of process p was built before p's first such reply and answered
+// no earlier than it: all of them are in flight together just before it,
+// at most c_p of them, c_p the most calls p runs at once, and at most c_p
+// − 1 when X is p's own (X counts its keys). Summed, at most Σ c_p − 1 ≤ W
+// − 1 calls set uncounted bits, each of at most b_i keys (a call never
+// sends more than the guard's batch to one layer). A call from a process
+// that does not know of layer i at all (it reads the shard's layer count
+// first) is such a call too, built before its first reply. With more
+// writers than MaxWriters a layer may hold up to (extra writers)·b_i more
+// keys than it was sized for, raising its rate by about the factor (1 +
+// extra·b_i/n_i)^(k_i·ln 2); MaxWriters is stored with the filter, so
+// every process sizes and reads the same layers.
+//
+// A design strict for any number of writers needs a write that is
+// conditional on the counter, which plain Redis offers only per key at the
+// cost of a round trip (reserve first, then set: WATCH, or a counter read
+// before the BITFIELD) or a script; this package keeps one round trip and
+// no script, and bounds the writers instead.
 //
 // # Atomicity
 //
@@ -228,14 +279,14 @@ type RedisBloom struct {
 	chunk  uint64 // bits per chunk key
 	fetch  int    // see redisbloom.lua, ARGV[5]
 	// seen is each shard's layer count as last answered by Redis (0: not
-	// read yet, layout 2); a guess, corrected by a "stale" answer.
+	// read yet, native layout); a guess, corrected by a "stale" answer.
 	seen   []atomic.Int32
-	guards []layerGuard // per layer (layout 2)
+	guards []layerGuard // per layer (native layout)
 	mirror *bloomMirror // nil: none
 	closed atomic.Bool
 }
 
-// native reports whether the filter uses the native protocol (layout 2).
+// native reports whether the filter uses the native protocol (layout 3).
 func (f *RedisBloom) native() bool { return f.layout != redisBloomLayoutScript }
 
 // redisBloomLayer sizes layer i of one shard.
@@ -247,7 +298,7 @@ type redisBloomLayer struct {
 }
 
 // OpenRedisBloom opens the filter named name in Redis, creating it if it does
-// not exist (under layout 2, the native protocol). A filter stored under
+// not exist (under layout 3, the native protocol). A filter stored under
 // layout 1 (the script protocol of earlier versions) is served with that
 // protocol, unchanged; any other stored layout fails with a *MismatchError
 // on "layout". Its parameters (opts after defaults but Force, Existing and
@@ -286,12 +337,16 @@ func openRedisBloomMeta(ctx context.Context, client redis.UniversalClient, name 
 			storedParam{"initial_capacity", &opts.InitialCapacity}, storedParam{"target_fpp", &opts.TargetFPP},
 			storedParam{"growth_factor", &opts.Factor}, storedParam{"tightening", &opts.Tightening},
 			storedParam{"shards", &opts.Shards}, storedParam{"chunk_bytes", &opts.ChunkBytes},
+			storedParam{"max_writers", &opts.MaxWriters},
 		)
 		if err != nil {
 			return nil, nil, err
 		}
-		if stored["layout"] == redisBloomLayoutScript {
+		switch stored["layout"] {
+		case redisBloomLayoutScript:
 			layout = redisBloomLayoutScript
+		case redisBloomLayoutNoBound:
+			return nil, nil, fmt.Errorf("%w: stored under layout 2, the native protocol before MaxWriters (made only by development builds; its false-positive bound did not hold for concurrent writers): delete its keys and create it again", ErrInvalidParams)
 		}
 		f, err := newRedisBloom(client, name, opts.withDefaults(), layout)
 		if err != nil {
@@ -308,6 +363,9 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 	}
 	if opts.ChunkBytes < 8 || opts.ChunkBytes > maxRedisChunkBytes {
 		return nil, fmt.Errorf("%w: chunk size %d bytes must be in [8, %d]", ErrInvalidParams, opts.ChunkBytes, maxRedisChunkBytes)
+	}
+	if opts.MaxWriters < 0 {
+		return nil, fmt.Errorf("%w: max writers %d must be positive", ErrInvalidParams, opts.MaxWriters)
 	}
 	if opts.InitialCapacity < 0 {
 		return nil, fmt.Errorf("%w: initial capacity %d must be positive", ErrInvalidParams, opts.InitialCapacity)
@@ -337,7 +395,12 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 		if err != nil {
 			break
 		}
-		m, err := OptimalBits(p.Capacity, p.FPP)
+		guard := newLayerGuard(p.Capacity, max(opts.MaxWriters, 1))
+		sized := p.Capacity // the most keys whose bits the layer may hold
+		if f.native() {
+			sized += guard.reserve
+		}
+		m, err := OptimalBits(sized, p.FPP)
 		if err != nil {
 			break
 		}
@@ -345,8 +408,8 @@ func newRedisBloom(client redis.UniversalClient, name string, opts RedisBloomOpt
 		if bits >= 1<<53 { // positions must be exact in Lua's doubles
 			break
 		}
-		f.layers = append(f.layers, redisBloomLayer{capacity: p.Capacity, fpp: p.FPP, bits: bits, k: OptimalHashes(p.Capacity, m)})
-		f.guards = append(f.guards, newLayerGuard(p.Capacity))
+		f.layers = append(f.layers, redisBloomLayer{capacity: p.Capacity, fpp: p.FPP, bits: bits, k: OptimalHashes(sized, m)})
+		f.guards = append(f.guards, guard)
 	}
 	if len(f.layers) == 0 {
 		return nil, fmt.Errorf("%w: first layer of %d keys at rate %v cannot be sized", ErrInvalidParams, g.InitialCapacity, g.TargetFPP)
@@ -379,7 +442,7 @@ func redisShardCapacity(capacity int64, shards int) int64 {
 // metaFields returns the stored parameters, in their stored order.
 func (f *RedisBloom) metaFields() []redisMetaField {
 	o := f.opts
-	return []redisMetaField{
+	fields := []redisMetaField{
 		{"kind", "bloom"},
 		{"layout", f.layout},
 		{"hash", redisBloomHash},
@@ -391,6 +454,10 @@ func (f *RedisBloom) metaFields() []redisMetaField {
 		{"chunk_bytes", strconv.FormatInt(o.ChunkBytes, 10)},
 		{redisMetaPolicy, o.Policy},
 	}
+	if f.native() {
+		fields = append(fields, redisMetaField{"max_writers", strconv.Itoa(o.MaxWriters)})
+	}
+	return fields
 }
 
 func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -664,7 +731,7 @@ func (f *RedisBloom) Stats(ctx context.Context) (Stats, error) {
 			sl := shardLayer{items: counts[j][i]}
 			for c := uint64(0); c < f.chunks(i); c++ {
 				key := f.chunkKey(j, i, c)
-				var bytes *redis.BitCount // layout 2: the frozen flag's byte is no filter bit
+				var bytes *redis.BitCount // native layout: the frozen flag's byte is no filter bit
 				if f.native() {
 					bytes = &redis.BitCount{Start: 0, End: int64(f.chunkBits(i, c)/8) - 1}
 				}
@@ -722,7 +789,7 @@ func (f *RedisBloom) Stats(ctx context.Context) (Stats, error) {
 }
 
 // layerCounts parses every shard's state: its layer count (0 if it never
-// admitted a key) and each layer's count of keys. Under layout 2 the stored
+// admitted a key) and each layer's count of keys. Under the native layout the stored
 // layer count is a hint (see growFull), so it follows frozen flags up to
 // the newest layer: one round trip, more only while a shard grows.
 func (f *RedisBloom) layerCounts(ctx context.Context, states []*redis.MapStringStringCmd) ([]int, [][]int64, error) {

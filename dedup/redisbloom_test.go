@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mbits "math/bits"
 	"math/rand"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -390,7 +392,8 @@ func TestRedisBloomReopenMismatch(t *testing.T) {
 		field string // "" = opens
 	}{
 		{"same parameters", func(o *RedisBloomOptions) {}, ""},
-		{"defaults spelled out", func(o *RedisBloomOptions) { o.Factor, o.Tightening, o.ChunkBytes = 2, 0.8, 64<<20 }, ""},
+		{"defaults spelled out", func(o *RedisBloomOptions) { o.Factor, o.Tightening, o.ChunkBytes, o.MaxWriters = 2, 0.8, 64<<20, 64 }, ""},
+		{"other max writers", func(o *RedisBloomOptions) { o.MaxWriters = 8 }, "max_writers"},
 		{"other target FPP", func(o *RedisBloomOptions) { o.TargetFPP = 0.001 }, "target_fpp"},
 		{"other capacity", func(o *RedisBloomOptions) { o.InitialCapacity = 2000 }, "initial_capacity"},
 		{"other growth factor", func(o *RedisBloomOptions) { o.Factor = 4 }, "growth_factor"},
@@ -465,7 +468,7 @@ func TestRedisBloomInvalidOptions(t *testing.T) {
 func TestRedisBloomLayoutPinned(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Start(t, redistest.Options{}).Client()
-	f := openRedisBloom(t, c, "pin", RedisBloomOptions{InitialCapacity: 1600, TargetFPP: 0.01, Shards: 4, ChunkBytes: 1 << 20, Policy: "p1"})
+	f := openRedisBloom(t, c, "pin", RedisBloomOptions{InitialCapacity: 1600, TargetFPP: 0.01, Shards: 4, ChunkBytes: 1 << 20, Policy: "p1", MaxWriters: 4})
 	key := []byte("https://example.com/")
 	if _, err := f.TestAndAdd(ctx, [][]byte{key}); err != nil {
 		t.Fatal(err)
@@ -480,9 +483,9 @@ func TestRedisBloomLayoutPinned(t *testing.T) {
 	}
 	meta := c.HGetAll(ctx, "pin:meta").Val()
 	wantMeta := map[string]string{
-		"kind": "bloom", "layout": "2", "hash": "murmur3_x64_128/guava_mitz64",
+		"kind": "bloom", "layout": "3", "hash": "murmur3_x64_128/guava_mitz64",
 		"target_fpp": "0.01", "initial_capacity": "1600", "growth_factor": "2", "tightening": "0.8",
-		"shards": "4", "chunk_bytes": "1048576", "policy": "p1",
+		"shards": "4", "chunk_bytes": "1048576", "policy": "p1", "max_writers": "4",
 	}
 	if fmt.Sprint(meta) != fmt.Sprint(wantMeta) {
 		t.Errorf("metadata = %v, want %v", meta, wantMeta)
@@ -490,21 +493,22 @@ func TestRedisBloomLayoutPinned(t *testing.T) {
 	if st := c.HGetAll(ctx, "{pin:3}:state").Val(); fmt.Sprint(st) != fmt.Sprint(map[string]string{"n0": "1"}) {
 		t.Errorf("state = %v, want n0 1 (no layers field before the first growth)", st)
 	}
-	// Layer 0 of a shard: 400 keys plus 4σ = 4·√(1600·¼·¾) → 470 keys at
-	// 0.01·0.2 → m = 6079 bits, 6080 in words, k = 9; the bits are Guava's
-	// (H1 + i·H2 & MaxInt64) mod 6080; 8 bytes more hold the admission
-	// counter, whose first bit, 6080, is the frozen flag: 0 while the layer
-	// takes keys. The counter counts floor(2⁶²/(470−7)) per key (the guard
-	// batch of 470 keys is 7).
+	// Layer 0 of a shard: 400 keys plus 4σ = 4·√(1600·¼·¾) → 470 keys,
+	// whose guard batch is 7 (470/64), and a reserve of 3·7 keys for the
+	// other 3 writers: sized for 491 keys at 0.01·0.2 → m = 6351 bits, 6400
+	// in words, k = 9; the bits are Guava's (H1 + i·H2 & MaxInt64) mod 6400;
+	// 8 bytes more hold the admission counter, whose first bit, 6400, is the
+	// frozen flag: 0 while the layer takes keys. The counter counts
+	// floor(2⁶²/(470−7)) per key.
 	bits := c.Get(ctx, "{pin:3}:bits:0:0").Val()
-	if len(bits) != 6080/8+8 {
-		t.Fatalf("layer 0 is %d bytes, want %d", len(bits), 6080/8+8)
+	if len(bits) != 6400/8+8 {
+		t.Fatalf("layer 0 is %d bytes, want %d", len(bits), 6400/8+8)
 	}
-	counter := func(bits string) uint64 { return binary.BigEndian.Uint64([]byte(bits[760:])) >> 1 }
+	counter := func(bits string) uint64 { return binary.BigEndian.Uint64([]byte(bits[800:])) >> 1 }
 	if got, want := counter(bits), uint64(1<<62)/463; got != want {
 		t.Errorf("counter = %d, want %d", got, want)
 	}
-	bits = bits[:760]
+	bits = bits[:800]
 	ones := func(bits string) []int {
 		var set []int
 		for i := 0; i < 8*len(bits); i++ {
@@ -514,10 +518,10 @@ func TestRedisBloomLayoutPinned(t *testing.T) {
 		}
 		return set
 	}
-	if want := "[269 659 1049 1607 3030 3420 3978 4368 5791]"; fmt.Sprint(ones(bits)) != want {
+	if want := "[647 848 1049 4109 4310 4511 5578 5779 5980]"; fmt.Sprint(ones(bits)) != want {
 		t.Errorf("bits set = %v, want %s", ones(bits), want)
 	}
-	// Past its capacity the shard freezes layer 0 (flag bit 6080 set), and
+	// Past its capacity the shard freezes layer 0 (flag bit 6400 set), and
 	// the state records 2 layers and the keys admitted into each.
 	var more [][]byte
 	for i := 0; len(more) < 480; i++ {
@@ -528,7 +532,7 @@ func TestRedisBloomLayoutPinned(t *testing.T) {
 	}
 	news := addAll(t, f, more, 100)
 	bits = c.Get(ctx, "{pin:3}:bits:0:0").Val()
-	if bits[760]&0x80 == 0 {
+	if bits[800]&0x80 == 0 {
 		t.Errorf("layer 0's frozen flag is 0 after %d keys", news+1)
 	}
 	st := c.HGetAll(ctx, "{pin:3}:state").Val()
@@ -539,14 +543,14 @@ func TestRedisBloomLayoutPinned(t *testing.T) {
 	if st["layers"] != "2" || a0 < 463 || a0 > 470 || a0+a1 != news+1 {
 		t.Errorf("state = %v, want 2 layers, 463 to 470 keys in layer 0, %d in all", st, news+1)
 	}
-	if n := c.StrLen(ctx, "{pin:3}:bits:1:0").Val(); n != 12608/8+8 { // 940 keys at 0.0016: m = 12595 → 12608
-		t.Errorf("layer 1 is %d bytes, want %d", n, 12608/8+8)
+	if n := c.StrLen(ctx, "{pin:3}:bits:1:0").Val(); n != 13184/8+8 { // 940 + 3·14 keys at 0.0016: m = 13158 → 13184
+		t.Errorf("layer 1 is %d bytes, want %d", n, 13184/8+8)
 	}
 }
 
 // TestRedisBloomLayouts opens filters stored under each layout: a layout-1
 // filter (written by the script protocol) is still served, with that
-// protocol, by a process that would create layout 2, and answers as
+// protocol, by a process that would create layout 3, and answers as
 // before; an unknown layout is refused with a *MismatchError naming it,
 // never read.
 func TestRedisBloomLayouts(t *testing.T) {
@@ -574,12 +578,25 @@ func TestRedisBloomLayouts(t *testing.T) {
 	if st, err := reopened.Stats(ctx); err != nil || st.Items != uint64(news+n) || len(st.Layers) < 3 {
 		t.Errorf("Stats after reopening: %d items in %d layers (%v), want %d", st.Items, len(st.Layers), err, news+n)
 	}
-	if err := c.HSet(ctx, "future:meta", "kind", "bloom", "layout", "3").Err(); err != nil {
+	if err := c.HSet(ctx, "future:meta", "kind", "bloom", "layout", "4").Err(); err != nil {
 		t.Fatal(err)
 	}
 	var me *MismatchError
-	if _, err := OpenRedisBloom(ctx, c, "future", opts); !errors.As(err, &me) || me.Field != "layout" || me.Stored != "3" {
-		t.Errorf("opening a layout-3 filter = %v, want a mismatch on layout", err)
+	if _, err := OpenRedisBloom(ctx, c, "future", opts); !errors.As(err, &me) || me.Field != "layout" || me.Stored != "4" {
+		t.Errorf("opening a layout-4 filter = %v, want a mismatch on layout", err)
+	}
+	// Layout 2, the native protocol before MaxWriters, is refused with an
+	// error naming it, under both ways of opening.
+	if err := c.HSet(ctx, "nobound:meta", "kind", "bloom", "layout", "2", "hash", redisBloomHash, "target_fpp", "0.01",
+		"initial_capacity", "500", "growth_factor", "2", "tightening", "0.8", "shards", "2", "chunk_bytes", "67108864", "policy", "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, existing := range []bool{false, true} {
+		o := opts
+		o.Existing = existing
+		if _, err := OpenRedisBloom(ctx, c, "nobound", o); !errors.Is(err, ErrInvalidParams) || !strings.Contains(err.Error(), "layout 2") {
+			t.Errorf("opening a layout-2 filter (existing %v) = %v, want an error naming layout 2", existing, err)
+		}
 	}
 }
 
@@ -1044,5 +1061,143 @@ func TestRedisBloomLastLayerFull(t *testing.T) {
 		if got := countPresent(t, f, keys[:added], 50); got != added {
 			t.Errorf("mirror %d: %d of %d added keys present", mirror, got, added)
 		}
+	}
+}
+
+// TestRedisBloomGuardReserve checks the guard's sizing for many writers:
+// one writer keeps the batch of capacity/64 (at most 128) and no reserve;
+// with W writers the reserve (W−1)·batch stays within capacity/32 once the
+// layer holds at least 512·(W−1) keys, and a call still counts at least
+// minGuardBatch keys (or capacity/64, when smaller).
+func TestRedisBloomGuardReserve(t *testing.T) {
+	for _, tc := range []struct {
+		capacity      int64
+		writers       int
+		batch         uint64
+		reserveAtMost int64
+	}{
+		{capacity: 63_468, writers: 1, batch: 128, reserveAtMost: 0},
+		{capacity: 63_468, writers: 16, batch: 128, reserveAtMost: 63_468 / 32},
+		{capacity: 63_468, writers: 64, batch: 31, reserveAtMost: 63_468 / 32},
+		{capacity: 6_556, writers: 64, batch: 16, reserveAtMost: 63 * 16},
+		{capacity: 470, writers: 4, batch: 7, reserveAtMost: 21},
+		{capacity: 2_000_000, writers: 64, batch: 128, reserveAtMost: 63 * 128},
+	} {
+		g := newLayerGuard(tc.capacity, tc.writers)
+		if g.batch != tc.batch || g.reserve != int64(tc.writers-1)*int64(g.batch) || g.reserve > tc.reserveAtMost {
+			t.Errorf("guard(%d keys, %d writers) = batch %d, reserve %d; want batch %d, reserve (W−1)·batch ≤ %d",
+				tc.capacity, tc.writers, g.batch, g.reserve, tc.batch, tc.reserveAtMost)
+		}
+		if tc.capacity >= 512*int64(tc.writers-1) && g.reserve > tc.capacity/32 {
+			t.Errorf("guard(%d keys, %d writers): reserve %d over capacity/32", tc.capacity, tc.writers, g.reserve)
+		}
+	}
+}
+
+// TestRedisBloomRacingWritersAtFreeze has MaxWriters processes (a client
+// and a filter each) add distinct keys to a one-shard filter at once, in
+// calls of a full guard batch, across three times its first layer's
+// capacity. Calls in flight when layer 0 freezes still set their keys'
+// bits there; the keys layer 0 holds (all of their bits set, read from
+// Redis) must stay within the keys its bits were sized for, capacity +
+// (MaxWriters−1)·batch, plus the layer's own false positives among the
+// keys it does not hold, and its fill within that of the sized count. No
+// key is lost: each is new exactly once (but false positives) and present.
+func TestRedisBloomRacingWritersAtFreeze(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	const writers = 8
+	opts := RedisBloomOptions{InitialCapacity: 2000, Shards: 1, MaxWriters: writers}
+	fs := make([]*RedisBloom, writers)
+	for i := range fs {
+		fs[i] = openRedisBloom(t, srv.Client(), "freeze", opts)
+	}
+	l, g := fs[0].layers[0], fs[0].guards[0]
+	sized := l.capacity + g.reserve
+	per := int(3 * l.capacity / writers)
+	keys := make([][][]byte, writers)
+	news := make([]int, writers)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	start := make(chan struct{})
+	for i := range fs {
+		keys[i] = urlKeys(fmt.Sprintf("freeze%d", i), 0, per)
+		wg.Go(func() {
+			<-start
+			for at := 0; at < per; at += int(g.batch) {
+				got, err := fs[i].TestAndAdd(ctx, keys[i][at:min(at+int(g.batch), per)])
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, n := range got {
+					if n {
+						news[i]++
+					}
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent TestAndAdd: %v", err)
+	}
+	var all [][]byte
+	total := 0
+	for i := range keys {
+		all = append(all, keys[i]...)
+		total += news[i]
+	}
+	if fp := len(all) - total; fp < 0 || fp > fppUpperBound(len(all), opts.withDefaults().TargetFPP) {
+		t.Errorf("%d of %d distinct keys new", total, len(all))
+	}
+	if got := countPresent(t, fs[0], all, 500); got != len(all) {
+		t.Errorf("%d of %d keys present", got, len(all))
+	}
+	bits := []byte(srv.Client().Get(ctx, fs[0].chunkKey(0, 0, 0)).Val())
+	if uint64(len(bits)) != l.bits/8+redisTailBytes || bits[l.bits/8]&0x80 == 0 {
+		t.Fatalf("layer 0 is %d bytes (want %d), frozen flag %v", len(bits), l.bits/8+redisTailBytes, len(bits) > int(l.bits/8) && bits[l.bits/8]&0x80 != 0)
+	}
+	held := 0
+	for _, k := range all {
+		h := HashKey([]byte(k))
+		in := true
+		for i := 0; i < l.k && in; i++ {
+			p := h.BitIndex(i, l.bits)
+			in = bits[p/8]&(0x80>>(p%8)) != 0
+		}
+		if in {
+			held++
+		}
+	}
+	counted, _ := strconv.Atoi(srv.Client().HGet(ctx, fs[0].shards.key(0, "state"), countField(0)).Val())
+	t.Logf("layer 0: capacity %d, sized for %d (batch %d), counted %d, holds %d of the %d keys", l.capacity, sized, g.batch, counted, held, len(all))
+	if limit := int(sized) + fppUpperBound(len(all), l.fpp); held > limit {
+		t.Errorf("layer 0 holds %d keys, more than the %d it was sized for (with its false positives: %d)", held, sized, limit)
+	}
+	ones := 0
+	for _, b := range bits[:l.bits/8] {
+		ones += mbits.OnesCount8(b)
+	}
+	m := float64(l.bits)
+	if want := m * (1 - math.Exp(-float64(l.k)*float64(sized)/m)); float64(ones) > want+4*math.Sqrt(m) {
+		t.Errorf("layer 0 has %d of %d bits set, more than the %.0f of %d keys", ones, l.bits, want, sized)
+	}
+}
+
+// TestRedisBloomAdoptsMaxWriters opens a filter made for 8 writers without
+// saying how many: it adopts the stored count, and with it every layer's
+// size.
+func TestRedisBloomAdoptsMaxWriters(t *testing.T) {
+	c := redistest.Start(t, redistest.Options{}).Client()
+	made := openRedisBloom(t, c, "writers", RedisBloomOptions{InitialCapacity: 5000, Shards: 2, MaxWriters: 8})
+	opened := openRedisBloom(t, c, "writers", RedisBloomOptions{})
+	if opened.opts.MaxWriters != 8 || fmt.Sprint(opened.layers) != fmt.Sprint(made.layers) {
+		t.Errorf("reopened with %d writers, layers %v; want 8, %v", opened.opts.MaxWriters, opened.layers, made.layers)
+	}
+	if dflt := openRedisBloom(t, c, "writers-default", RedisBloomOptions{InitialCapacity: 5000, Shards: 2}); dflt.opts.MaxWriters != DefaultRedisBloomMaxWriters {
+		t.Errorf("a new filter has %d writers, want the default %d", dflt.opts.MaxWriters, DefaultRedisBloomMaxWriters)
 	}
 }

@@ -191,7 +191,7 @@ func (f *RedisBloom) readLayer(ctx context.Context, j, i int, l *mirrorLayer) er
 			return fmt.Errorf("mirror shard %d layer %d: %w", j, i, err)
 		}
 		if n := f.chunkBits(i, uint64(c)) / 8; uint64(len(b)) > n {
-			b = b[:n] // layout 2: the frozen flag's byte
+			b = b[:n] // native layout: the frozen flag's byte
 		}
 		l.orRedis(b, uint64(c)*f.chunk)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The native protocol (layout 2) of a RedisBloom: plain Redis commands, no
+// The native protocol (layout 3) of a RedisBloom: plain Redis commands, no
 // script. See RedisBloom's documentation for the protocol and its proof;
 // this file holds its mechanics.
 
@@ -17,7 +17,7 @@ import (
 func (f *RedisBloom) chunks(i int) uint64 { return (f.layers[i].bits + f.chunk - 1) / f.chunk }
 
 // chunkBits returns the number of filter bits chunk c of layer i holds, a
-// multiple of 8. Under layout 2 each chunk key holds 8 bytes more, its
+// multiple of 8. Under layout 3 each chunk key holds 8 bytes more, its
 // tail, at bit offset chunkBits: in chunk 0 the layer's admission counter
 // (see layerGuard), and in every chunk a last bit that stays 0, which each
 // write sets to 0 so that a chunk is allocated at its full size at once.
@@ -30,14 +30,14 @@ func (f *RedisBloom) chunkKey(j, i int, c uint64) string {
 	return f.shards.key(j, "bits:"+strconv.Itoa(i)+":"+strconv.FormatUint(c, 10))
 }
 
-// redisTailBytes is the length of a layout-2 chunk's tail.
+// redisTailBytes is the length of a layout-3 chunk's tail.
 const redisTailBytes = 8
 
 // countField returns the state field counting the keys admitted into
 // layer i.
 func countField(i int) string { return "n" + strconv.Itoa(i) }
 
-// layerGuard is how a layout-2 layer refuses keys past its capacity
+// layerGuard is how a layout-3 layer refuses keys past its capacity
 // without a script. Chunk 0's tail holds a 63-bit unsigned counter at bit
 // offset chunkBits(i, 0), whose first (most significant) bit is the frozen
 // flag. A call that sets n keys' bits in the layer runs, in one BITFIELD
@@ -55,22 +55,40 @@ func countField(i int) string { return "n" + strconv.Itoa(i) }
 // keys, so the layer never holds more than threshold + batch = capacity
 // keys, however many processes write at once. A call that read it as 1 ran
 // on a frozen layer: its answers for keys whose bits were not all 1 are
-// void, and those keys go on to the next layer.
+// void, and those keys go on to the next layer; but it set their bits in
+// the frozen layer, uncounted. Of W writers at most W−1 such calls follow
+// the freeze, so the layer's bits are sized for capacity + reserve keys,
+// reserve = (W−1)·batch (see RedisBloom, "The bound under concurrent
+// writers").
 type layerGuard struct {
-	batch uint64 // the most keys one call may count
-	step  uint64
+	batch   uint64 // the most keys one call may count
+	step    uint64
+	reserve int64 // the keys (MaxWriters−1) late calls may set uncounted
 }
 
-// maxGuardBatch bounds the keys one call counts into a layer.
-const maxGuardBatch = 128
+// maxGuardBatch bounds the keys one call counts into a layer, and
+// minGuardBatch the guard's own bound on it when many writers shrink it.
+const (
+	maxGuardBatch = 128
+	minGuardBatch = 16
+)
 
-// newLayerGuard sizes the guard of a layer of the given capacity: calls of
-// at most capacity/64 keys (at least 1, at most maxGuardBatch), and the
-// threshold capacity − batch.
-func newLayerGuard(capacity int64) layerGuard {
+// guardReserveShare is the share of a layer's capacity its reserve for
+// late writers keeps within, while the batch stays at least minGuardBatch.
+const guardReserveShare = 32 // 1/32: about 3% more bits
+
+// newLayerGuard sizes the guard of a layer of the given capacity for
+// writers calls at once: calls of at most capacity/64 keys (at least 1, at
+// most maxGuardBatch), fewer with many writers so that the reserve
+// (writers−1)·batch stays within capacity/guardReserveShare (but not below
+// minGuardBatch keys a call), and the threshold capacity − batch.
+func newLayerGuard(capacity int64, writers int) layerGuard {
 	c := uint64(max(capacity, 2))
 	batch := min(maxGuardBatch, max(1, c/64))
-	return layerGuard{batch: batch, step: (1 << 62) / (c - batch)}
+	if w := uint64(max(writers, 1)) - 1; w > 0 {
+		batch = min(batch, max(minGuardBatch, c/(guardReserveShare*w)))
+	}
+	return layerGuard{batch: batch, step: (1 << 62) / (c - batch), reserve: int64(uint64(max(writers, 1)-1) * batch)}
 }
 
 // Constant BITFIELD arguments, boxed once.
@@ -204,7 +222,7 @@ func (lc *layerCall) result(guard bool) (zero []bool, frozen, full bool, err err
 	return zero, frozen, full, nil
 }
 
-// nativeRun is one TestAndAdd or Contains call under layout 2.
+// nativeRun is one TestAndAdd or Contains call under layout 3.
 type nativeRun struct {
 	f      *RedisBloom
 	ctx    context.Context
@@ -282,7 +300,7 @@ func (f *RedisBloom) loadShards(ctx context.Context, groups [][]int) error {
 
 // nativeState is a shard's state hash, parsed.
 type nativeState struct {
-	layers int     // at least 1; under layout 2 a hint: the layer count is at least this
+	layers int     // at least 1; under layout 3 a hint: the layer count is at least this
 	counts []int64 // per layer
 }
 
