@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -107,6 +108,9 @@ type crawlRow struct {
 	// Counts are the dedup workers' counts for the crawl (with Redis
 	// stats: redis.url set).
 	Counts *stats.CrawlCounts `json:"counts,omitempty"`
+	// Filter is the crawl's filter in Redis, read without writing (none
+	// in memory mode, for a revisit window, or before its first URL).
+	Filter *dedup.Stats `json:"filter,omitempty"`
 }
 
 // crawlsCommand lists the crawls on the pipeline with their settings and
@@ -128,10 +132,12 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	var counts map[string]stats.CrawlCounts
+	var (
+		counts map[string]stats.CrawlCounts
+		rdb    redis.UniversalClient
+	)
 	if s.Redis.Enabled() {
-		rdb, err := s.Redis.Client()
-		if err != nil {
+		if rdb, err = s.Redis.Client(); err != nil {
 			return err
 		}
 		defer rdb.Close()
@@ -146,6 +152,9 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		r := crawlRow{Crawl: c}
 		if cc, ok := counts[c.ID]; ok {
 			r.Counts = &cc
+		}
+		if rdb != nil && c.Settings.RevisitAfter == 0 {
+			r.Filter = redisFilterStats(ctx, s, rdb, c)
 		}
 		if r.Queued, err = countSubject(ctx, js, topo.FrontierStream(), topo.Prefix+".frontier."+c.ID+".>"); err != nil {
 			return err
@@ -165,7 +174,7 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRAWL\tCREATED\tEXPECT URLS\tFPP\tREVISIT AFTER\tKIND\tSCOPE\tSEEDS\tQUEUED\tPENDING\tADMITTED\tDUPLICATES")
+	fmt.Fprintln(tw, "CRAWL\tCREATED\tEXPECT URLS\tFPP\tREVISIT AFTER\tKIND\tSCOPE\tSEEDS\tQUEUED\tPENDING\tADMITTED\tDUPLICATES\tFILTER")
 	for _, r := range rows {
 		st, created := r.Settings, "-"
 		if !r.Created.IsZero() {
@@ -176,11 +185,36 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		if r.Counts != nil {
 			admitted, dups = fmt.Sprint(r.Counts.Admitted), fmt.Sprint(r.Counts.Duplicates)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.ID, created, orDash(st.ExpectURLs != 0, fmt.Sprint(st.ExpectURLs)),
+		filter := "-"
+		if f := r.Filter; f != nil {
+			filter = fmt.Sprintf("%d URLs, %d layer(s), %d bytes, est. FPP %.2g", f.Items, len(f.Layers), f.MemoryBytes, f.EstimatedFPP)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", r.ID, created, orDash(st.ExpectURLs != 0, fmt.Sprint(st.ExpectURLs)),
 			orDash(st.FPP != 0, fmt.Sprint(st.FPP)), revisit, orDash(st.Kind != "", st.Kind), orDash(st.Scope != "", st.Scope),
-			len(r.Seeds), r.Queued, r.Pending, admitted, dups)
+			len(r.Seeds), r.Queued, r.Pending, admitted, dups, filter)
 	}
 	return tw.Flush()
+}
+
+// redisFilterStats reads the crawl's filter in Redis without writing; nil
+// if it has none yet or cannot be read.
+func redisFilterStats(ctx context.Context, s settings, rdb redis.UniversalClient, c frontier.Crawl) *dedup.Stats {
+	canon, err := s.Normalize.Normalizer()
+	if err != nil {
+		return nil
+	}
+	fc := pipeline.CrawlFilter(s.Filter, c.ID, c.Settings)
+	fc.Log = slog.New(slog.DiscardHandler) // its notes are for commands that write
+	f, err := fc.OpenExisting(ctx, rdb, canon.Version())
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stats(ctx)
+	if err != nil {
+		return nil
+	}
+	return &st
 }
 
 func orDash(ok bool, s string) string {

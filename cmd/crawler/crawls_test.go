@@ -113,7 +113,8 @@ func TestCrawlLifecycle(t *testing.T) {
 	if rows[0].ID != "a" || rows[0].Settings.ExpectURLs != 5000 || rows[0].Settings.FPP != 0.0001 || rows[0].Queued != 0 ||
 		rows[1].ID != "b" || rows[1].Settings.RevisitAfter != time.Hour || rows[1].Settings.Granularity != dedup.DefaultWindowGranularity ||
 		rows[2].Settings.ExpectURLs != 100000 || len(rows[2].Seeds) != 1 ||
-		rows[0].Counts == nil || rows[0].Counts.Admitted == 0 || rows[1].Counts == nil || rows[1].Counts.Admitted != rows[0].Counts.Admitted {
+		rows[0].Counts == nil || rows[0].Counts.Admitted == 0 || rows[1].Counts == nil || rows[1].Counts.Admitted != rows[0].Counts.Admitted ||
+		rows[0].Filter == nil || rows[0].Filter.Items != uint64(rows[0].Counts.Admitted) || rows[0].Filter.TargetFPP != 0.0001 {
 		t.Errorf("crawls: %+v", rows)
 	}
 	if out, err := cli("crawls"); err != nil || !strings.Contains(out, "1h0m0s (g=4)") || !strings.Contains(out, "CRAWL") {
