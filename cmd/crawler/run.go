@@ -22,15 +22,11 @@ import (
 
 // seedCommand adds s.Seed to the crawl s.Crawl.ID.
 func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
-	nc, err := s.NATS.ConnectOnce("sieve-crawler-seed")
+	js, closeConn, err := connectJS(s, "sieve-crawler-seed")
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer closeConn()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	rec, err := s.seed(ctx, js)
