@@ -518,15 +518,18 @@ func (t *callerContext) RoundTrip(req *http.Request) (*http.Response, error) {
 	// not cancelled when the exchange ends well: the transport would then
 	// race the body's end against the cancellation and drop the
 	// connection instead of keeping it alive. Detached from its parents,
-	// it needs no cancel to be released.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
-	stopCaller := context.AfterFunc(callerCtx, cancel)
-	stopColly := context.AfterFunc(req.Context(), cancel)
+	// it needs no cancel to be released. It ends with its parent's cause:
+	// a deadline (http.Client.Timeout's, the caller's) stays one, so the
+	// transport's error is a timeout, not "context canceled".
+	parent := req.Context()
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	stopCaller := context.AfterFunc(callerCtx, func() { cancel(context.Cause(callerCtx)) })
+	stopColly := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 	unhook := func() { stopCaller(); stopColly() }
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		unhook()
-		cancel()
+		cancel(nil)
 		return nil, err
 	}
 	resp.Body = &unhookOnClose{ReadCloser: resp.Body, unhook: unhook}
