@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -270,6 +271,9 @@ func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) e
 	}
 	e.st = rec.Settings
 	e.cfg = CrawlFilter(s.cfg, crawl, e.st)
+	if err := s.adoptShared(ctx, crawl, e.cfg); err != nil {
+		return fmt.Errorf("crawl %s: %w", crawl, err)
+	}
 	f, err := OpenCrawlFilter(ctx, e.cfg, e.st, s.rdb, s.policy)
 	if err != nil {
 		return fmt.Errorf("crawl %s: open filter: %w", crawl, err)
@@ -279,6 +283,58 @@ func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) e
 		e.snap = newSnapshotter(e.cfg, f, s.log)
 	}
 	s.log.Debug("crawl filter opened", "crawl", crawl, "name", e.name(), "revisit_after", e.st.RevisitAfter)
+	return nil
+}
+
+// SharedCrawl is the crawl that takes over an in-memory filter every crawl
+// shared before each crawl had its own: the crawler's default crawl id,
+// the one crawl most single-machine runs had.
+const SharedCrawl = "default"
+
+// adoptShared deals with the filter every crawl shared before each crawl
+// had its own, named by the worker's section itself (filter.snapshot in
+// memory, filter.name in Redis), when the crawl's own filter does not exist
+// yet. In memory, crawl SharedCrawl takes the shared snapshot file over
+// (renamed to the crawl's), so an upgraded single-machine run refetches
+// nothing it fetched before. A shared file left for another crawl, and a
+// shared filter in Redis (whose keys cannot be renamed across a cluster's
+// slots), are only reported: they are never read again, so the crawl
+// starts empty, and the log says which filter to delete once it is not
+// needed.
+func (s *crawlFilters) adoptShared(ctx context.Context, crawl string, own config.Filter) error {
+	if s.rdb != nil {
+		if own.Name == s.cfg.Name {
+			return nil
+		}
+		kind, err := dedup.StoredRedisKind(ctx, s.rdb, s.cfg.Name)
+		if err != nil || kind == "" {
+			return nil // no shared filter (an unreachable Redis fails the open next)
+		}
+		if ownKind, err := dedup.StoredRedisKind(ctx, s.rdb, own.Name); err == nil && ownKind == "" {
+			s.log.Warn("a filter shared by every crawl is not used: each crawl has its own filter now",
+				"shared", s.cfg.Name, "crawl", crawl, "filter", own.Name)
+		}
+		return nil
+	}
+	shared := s.cfg.Snapshot
+	if shared == "" || own.Snapshot == "" || own.Snapshot == shared {
+		return nil
+	}
+	if _, err := os.Stat(own.Snapshot); !errors.Is(err, fs.ErrNotExist) {
+		return nil // the crawl's own file exists (or cannot be read: the open says why)
+	}
+	if _, err := os.Stat(shared); err != nil {
+		return nil
+	}
+	if crawl != SharedCrawl {
+		s.log.Warn("a snapshot shared by every crawl is not used: each crawl has its own filter now",
+			"shared", shared, "crawl", crawl, "filter", own.Snapshot)
+		return nil
+	}
+	if err := os.Rename(shared, own.Snapshot); err != nil {
+		return fmt.Errorf("take over the shared snapshot: %w", err)
+	}
+	s.log.Info("the snapshot every crawl shared is now this crawl's", "crawl", crawl, "from", shared, "to", own.Snapshot)
 	return nil
 }
 

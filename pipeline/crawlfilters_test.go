@@ -2,7 +2,10 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
@@ -167,6 +171,87 @@ func TestCrawlFilters(t *testing.T) {
 						t.Errorf("crawl %s: no snapshot file: %v", id, err)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestCrawlFiltersSharedFilter checks an upgrade from the filter every
+// crawl shared: in memory the default crawl takes the shared snapshot over
+// (what it held stays seen, the file is renamed to the crawl's), another
+// crawl leaves it alone and starts empty; a shared filter in Redis is
+// reported in the log, never read.
+func TestCrawlFiltersSharedFilter(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	js := nsrv.JetStream()
+	for _, tc := range []struct {
+		where, crawl string
+		admitted     uint64 // of /x (held by the shared filter) and /y
+		taken        bool   // the shared snapshot renamed to the crawl's
+	}{
+		{"memory", pipeline.SharedCrawl, 1, true},
+		{"memory", "other", 2, false},
+		{"redis", pipeline.SharedCrawl, 2, false},
+	} {
+		t.Run(tc.where+"/"+tc.crawl, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cfg := testConfig(nsrv.URL(), "")
+			cfg.Frontier.Prefix = "shared-" + tc.where + "-" + tc.crawl
+			var rdb *redis.Client
+			if tc.where == "redis" {
+				srv := redistest.Start(t, redistest.Options{})
+				cfg.Redis.URL = srv.URL()
+				rdb = srv.Client()
+			} else {
+				cfg.Filter.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
+			}
+			canon, err := cfg.Normalize.Normalizer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var open redis.UniversalClient
+			if rdb != nil {
+				open = rdb
+			}
+			shared, err := cfg.Filter.Open(ctx, open, canon.Version())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := shared.TestAndAdd(ctx, [][]byte{[]byte("https://site.example/x")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(cfg.Filter.Save(ctx, shared), shared.Close()); err != nil {
+				t.Fatal(err)
+			}
+
+			topo := cfg.Frontier.Topology()
+			ensure(t, js, topo)
+			var log syncBuffer
+			w := &pipeline.Worker{Config: cfg, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+			stop := start(t, w)
+			publishIn(t, js, topo, tc.crawl, "/x", "/y")
+			waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if n := admittedIn(t, js, topo, tc.crawl); n != tc.admitted {
+				t.Errorf("%d admitted, want %d", n, tc.admitted)
+			}
+			if tc.where == "redis" {
+				if !strings.Contains(log.String(), "shared by every crawl is not used") {
+					t.Errorf("no word of the shared Redis filter in the log:\n%s", log.String())
+				}
+				return
+			}
+			own := pipeline.CrawlSnapshot(cfg.Filter.Snapshot, tc.crawl)
+			_, sharedErr := os.Stat(cfg.Filter.Snapshot)
+			_, ownErr := os.Stat(own)
+			if taken := errors.Is(sharedErr, fs.ErrNotExist) && ownErr == nil; taken != tc.taken {
+				t.Errorf("shared snapshot taken over = %v (shared: %v, own: %v), want %v", taken, sharedErr, ownErr, tc.taken)
+			}
+			if !tc.taken && !strings.Contains(log.String(), "shared by every crawl is not used") {
+				t.Errorf("no word of the shared snapshot left alone in the log:\n%s", log.String())
 			}
 		})
 	}
