@@ -11,7 +11,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -99,39 +98,14 @@ func (c *Cuckoo) WriteTo(w io.Writer) (int64, error) {
 // file in the same directory, synced, then renamed over path, and the
 // directory synced. A crash leaves the old file or the new one, never a mix.
 // Updates wait while it writes; ctx is checked before it starts.
-func (c *Cuckoo) Save(ctx context.Context, path string) (err error) {
+func (c *Cuckoo) Save(ctx context.Context, path string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("save cuckoo filter: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = c.WriteTo(tmp); err != nil {
+	return writeFileAtomic(path, func(w io.Writer) error {
+		_, err := c.WriteTo(w)
 		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("save cuckoo filter: %w", err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("save cuckoo filter: %w", err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("save cuckoo filter: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		// Make the rename durable where the platform can sync a directory.
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return nil
+	})
 }
 
 // LoadCuckoo reads the snapshot at path (see ReadCuckoo). A missing file is

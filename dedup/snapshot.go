@@ -96,25 +96,14 @@ func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
 	return nil
 }
 
-// sumWriter writes through to w and checksums what it writes.
-type sumWriter struct {
-	w   io.Writer
-	sum hash.Hash32
-}
-
-func (s *sumWriter) Write(p []byte) (int, error) {
-	s.sum.Write(p)
-	return s.w.Write(p)
-}
-
 // encode writes the snapshot and its checksum to w.
 func (s *snapshot) encode(ctx context.Context, w io.Writer) error {
-	sw := &sumWriter{w: w, sum: crc32.New(castagnoli)}
-	if err := s.encodeBody(ctx, sw); err != nil {
+	sum := crc32.New(castagnoli)
+	if err := s.encodeBody(ctx, io.MultiWriter(sum, w)); err != nil {
 		return err
 	}
 	// The checksum itself is not summed.
-	_, err := w.Write(binary.BigEndian.AppendUint32(nil, sw.sum.Sum32()))
+	_, err := w.Write(binary.BigEndian.AppendUint32(nil, sum.Sum32()))
 	return err
 }
 

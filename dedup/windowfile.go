@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"hash/crc32"
 	"io"
 	"math"
@@ -225,7 +224,8 @@ func readWindowFile(ctx context.Context, path string, w WindowOptions, target fl
 			err = fmt.Errorf("dedup: load window %s: %w", path, err)
 		}
 	}()
-	r := &crcReader{r: bufio.NewReader(f), crc: crc32.New(castagnoli)}
+	br, crc := bufio.NewReader(f), crc32.New(castagnoli)
+	r := io.TeeReader(br, crc) // everything before the checksum is summed
 	var head [8 + 2 + 2 + 8 + 2 + 8 + 4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return nil, corrupt("truncated header: %w", eofUnexpected(err))
@@ -281,28 +281,16 @@ func readWindowFile(ctx context.Context, path string, w WindowOptions, target fl
 			return nil, corrupt("generation %d: %d bytes after its snapshot or missing", e, n+lr.N)
 		}
 	}
-	want := r.crc.Sum32()
+	want := crc.Sum32()
 	var sum [4]byte
-	if _, err := io.ReadFull(r.r, sum[:]); err != nil {
+	if _, err := io.ReadFull(br, sum[:]); err != nil {
 		return nil, corrupt("truncated checksum: %w", eofUnexpected(err))
 	}
 	if got := binary.BigEndian.Uint32(sum[:]); got != want {
 		return nil, corrupt("checksum %#08x, content sums to %#08x", got, want)
 	}
-	if _, err := r.r.Read(sum[:1]); err != io.EOF {
+	if _, err := br.Read(sum[:1]); err != io.EOF {
 		return nil, corrupt("data after the checksum")
 	}
 	return gens, nil
-}
-
-// crcReader checksums what it reads.
-type crcReader struct {
-	r   io.Reader
-	crc hash.Hash32
-}
-
-func (c *crcReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.crc.Write(p[:n])
-	return n, err
 }
