@@ -158,3 +158,16 @@ func (p *testPipeline) wait(tb testing.TB) Report {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestQueuesBeforeStreams checks that queues read before any worker has
+// created the streams are empty, not an error (a process's page starts
+// before its worker).
+func TestQueuesBeforeStreams(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := NewJetStreamQueues(srv.JetStream(), frontier.Topology{Prefix: "fresh"}).Depths(ctx)
+	if err != nil || d.DiscoveredQueued != 0 || d.FrontierQueued != 0 {
+		t.Fatalf("Depths before the streams exist = %+v, %v; want empty, no error", d, err)
+	}
+}

@@ -74,7 +74,9 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 		return d, fmt.Errorf("watch: streams: %w", err)
 	}
 	ds, err := q.js.Stream(ctx, t.DiscoveredStream())
-	if err != nil {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return d, nil // no worker has created the streams yet: nothing is queued
+	} else if err != nil {
 		return d, fmt.Errorf("watch: stream %s: %w", t.DiscoveredStream(), err)
 	}
 	d.DiscoveredQueued = ds.CachedInfo().State.Msgs
@@ -83,7 +85,9 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 		d.DiscoveredInFlight, d.DiscoveredRedelivered = ci.NumAckPending, ci.NumRedelivered
 	}
 	fs, err := q.js.Stream(ctx, t.FrontierStream())
-	if err != nil {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return d, nil
+	} else if err != nil {
 		return d, fmt.Errorf("watch: stream %s: %w", t.FrontierStream(), err)
 	}
 	prefix := t.Prefix + ".frontier."
