@@ -39,10 +39,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "run", summary: "run a dedup worker until SIGTERM (serves the live page, /stats, /metrics, /healthz, /readyz on http.addr)", run: cmdRun, writes: true},
-		{name: "stats", args: "[--json] [--data-dir DIR]", summary: "print the shared seen-URL statistics, filter health and queue depths", run: cmdStats, flags: statsFlags},
-		{name: "check", args: "[--base URL] [--data-dir DIR] URL…", summary: "print each URL's canonical form and whether it was seen (adds nothing); URLs from stdin if none given", run: cmdCheck, flags: checkFlags},
-		{name: "import", args: "FILE|-", summary: "mark the URLs in FILE (one per line; - is stdin) as seen without enqueueing them", run: cmdImport, flags: importFlags, writes: true},
-		{name: "forget", args: "[--base URL] URL…", summary: "remove URLs from a cuckoo filter so they are admitted again (a Bloom filter cannot forget); URLs from stdin if none given", run: cmdForget, flags: baseFlag},
+		{name: "stats", args: "[--json] [--data-dir DIR] [--crawl ID]", summary: "print the shared seen-URL statistics, filter health and queue depths", run: cmdStats, flags: statsFlags},
+		{name: "check", args: "[--base URL] [--data-dir DIR] [--crawl ID] URL…", summary: "print each URL's canonical form and whether it was seen (adds nothing); URLs from stdin if none given", run: cmdCheck, flags: checkFlags},
+		{name: "import", args: "[--crawl ID] FILE|-", summary: "mark the URLs in FILE (one per line; - is stdin) as seen without enqueueing them", run: cmdImport, flags: importFlags, writes: true},
+		{name: "forget", args: "[--base URL] [--crawl ID] URL…", summary: "remove URLs from a cuckoo filter so they are admitted again (a Bloom filter cannot forget); URLs from stdin if none given", run: cmdForget, flags: forgetFlags},
 		{name: "plan", args: "--urls N [--fpp P] [--revisit-after D --rate R/s] [--kind K] [--node-memory BYTES]", summary: "size the filter for a crawl, in memory and in Redis, for both kinds (creates nothing)", run: cmdPlan, flags: planFlags},
 		{name: "normalize", args: "[--base URL] URL…", summary: "print each URL's canonical form or why it is rejected; URLs from stdin if none given", run: cmdNormalize, flags: baseFlag},
 	}

@@ -11,7 +11,8 @@ import (
 
 // cmdCheck is "dedup-worker check": for each URL, "seen" or "new" and its
 // canonical form, tab-separated, or "rejected <reason>" and the input. It
-// adds nothing to the filter. It exits 1 if any URL was rejected.
+// adds nothing to the filter. With --crawl it answers from that crawl's
+// own filter, which must exist. It exits 1 if any URL was rejected.
 func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int {
 	fail := func(err error) int {
 		fmt.Fprintf(e.stderr, "dedup-worker check: %v\n", err)
@@ -27,10 +28,16 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	contains := remoteContains(ctx, flagValue(fs, "data-dir"))
+	crawl := crawlOf(fs)
+	var contains func(keys [][]byte) ([]bool, error)
+	if crawl == "" {
+		// A running embedded crawl answers from its filter; a crawl's
+		// own is read from its snapshot file.
+		contains = remoteContains(ctx, flagValue(fs, "data-dir"))
+	}
 	if contains == nil {
-		useDataDir(ctx, cfg, flagValue(fs, "data-dir"))
-		var t tools
+		useDataDir(ctx, cfg, flagValue(fs, "data-dir"), crawl)
+		t := tools{crawl: crawl}
 		if err := t.open(ctx, cfg, n.Version(), false); err != nil {
 			return fail(err)
 		}

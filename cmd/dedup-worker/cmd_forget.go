@@ -18,6 +18,12 @@ type forgetter interface {
 	Forget(ctx context.Context, keys [][]byte) ([]bool, error)
 }
 
+// forgetFlags are the flags of "dedup-worker forget".
+func forgetFlags(fs *flag.FlagSet) {
+	baseFlag(fs)
+	crawlFlag(fs)
+}
+
 // cannotForget explains why a Bloom filter cannot forget and what to use.
 const cannotForget = "a Bloom filter cannot forget a URL: its bits are shared with other URLs, so clearing one URL's bits " +
 	"would make others read as new too. To have URLs admitted again, use the cuckoo kind for the crawl's filter " +
@@ -36,6 +42,8 @@ func cmdForget(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		fmt.Fprintf(e.stderr, "dedup-worker forget: %v\n", err)
 		return exitFail
 	}
+	crawl := crawlOf(fs)
+	forCrawl(cfg, crawl)
 	if cfg.Filter.Kind != "cuckoo" && slices.Contains(cfg.Filter.Given, "kind") {
 		fmt.Fprintf(e.stderr, "dedup-worker forget: filter %q is of kind %s; %s.\n", cfg.Filter.Name, cfg.Filter.Kind, cannotForget)
 		return exitUsage
@@ -54,7 +62,7 @@ func cmdForget(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	var t tools
+	t := tools{crawl: crawl}
 	if err := t.open(ctx, cfg, n.Version(), false); err != nil {
 		return fail(err)
 	}

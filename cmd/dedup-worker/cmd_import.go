@@ -19,6 +19,7 @@ import (
 
 // tools are the connections of a one-shot command.
 type tools struct {
+	crawl  string // the crawl whose filter it is, if one was named (forCrawl)
 	rdb    redis.UniversalClient
 	filter seenFilter // nil if it does not exist (and create was false)
 	rec    statsStore
@@ -44,7 +45,7 @@ func (t *tools) open(ctx context.Context, cfg *config.Config, policy string, cre
 	if create {
 		t.filter, err = cfg.Filter.Open(ctx, t.rdb, policy)
 	} else {
-		t.filter, err = openExisting(ctx, cfg, t.rdb, policy)
+		t.filter, err = openExisting(ctx, cfg, t.rdb, policy, t.crawl)
 	}
 	if err != nil {
 		return fmt.Errorf("open filter: %w", err)
@@ -63,6 +64,7 @@ func (t *tools) close() {
 
 func importFlags(fs *flag.FlagSet) {
 	fs.Int("batch", 10_000, "URLs per filter call")
+	crawlFlag(fs)
 }
 
 // importCounts are the running totals of an import.
@@ -106,7 +108,9 @@ func cmdImport(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		}
 		in = f
 	}
-	var t tools
+	crawl := crawlOf(fs)
+	forCrawl(cfg, crawl)
+	t := tools{crawl: crawl}
 	if err := t.open(ctx, cfg, n.Version(), true); err != nil {
 		return fail(err)
 	}

@@ -24,6 +24,7 @@ func statsFlags(fs *flag.FlagSet) {
 	fs.Int("top", 20, "number of top hosts to show")
 	fs.String("url", "", "read the /stats of the worker at this `URL` (default in memory mode: http://<http.addr>/stats, else the filter snapshot)")
 	dataDirFlag(fs)
+	crawlFlag(fs)
 }
 
 func flagValue(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
@@ -34,13 +35,16 @@ var errNoSharedFilter = errors.New("in memory mode the filter lives inside the r
 
 // openExisting opens the configured filter, as stored, for a command that
 // must not create one and writes nothing on open. It returns nil, nil if a
-// Redis filter does not exist yet.
-func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalClient, policy string) (seenFilter, error) {
+// Redis filter does not exist yet, unless it is a crawl's (crawl is not
+// empty): then that is an error.
+func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalClient, policy, crawl string) (seenFilter, error) {
 	if rdb == nil && cfg.Filter.Snapshot == "" {
 		return nil, errNoSharedFilter
 	}
 	f, err := cfg.Filter.OpenExisting(ctx, rdb, policy)
 	switch {
+	case errors.Is(err, dedup.ErrNotFound) && crawl != "":
+		return nil, noCrawlFilter(cfg, crawl, rdb != nil)
 	case errors.Is(err, dedup.ErrNotFound) && rdb != nil:
 		return nil, nil
 	case errors.Is(err, dedup.ErrNotFound):
@@ -67,11 +71,17 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	var rep report
 	url := flagValue(fs, "url")
 	explicit := url != ""
-	if url == "" && !cfg.Redis.Enabled() {
+	crawl := crawlOf(fs)
+	if crawl != "" && explicit {
+		fmt.Fprintln(e.stderr, "dedup-worker stats: --crawl reads that crawl's filter itself; it does not go with --url")
+		return exitUsage
+	}
+	if url == "" && !cfg.Redis.Enabled() && crawl == "" {
 		url = statsURL(cfg.HTTP.Addr)
 	}
-	if dir := flagValue(fs, "data-dir"); dir != "" {
-		r, err := snapshotReport(ctx, cfg, dir)
+	if dir := flagValue(fs, "data-dir"); dir != "" || (crawl != "" && !cfg.Redis.Enabled()) {
+		// A crawl's filter in memory mode: its snapshot file.
+		r, err := snapshotReport(ctx, cfg, dir, crawl)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
 			return exitFail
@@ -81,7 +91,7 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 		r, err := fetchReport(ctx, url)
 		if err != nil && !explicit && cfg.Filter.Snapshot != "" {
 			// No worker running here: its snapshot file tells the rest.
-			r, err = snapshotReport(ctx, cfg, "")
+			r, err = snapshotReport(ctx, cfg, "", "")
 		}
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
@@ -89,6 +99,7 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 		}
 		rep = r
 	} else {
+		forCrawl(cfg, crawl)
 		rdb, err := cfg.Redis.Client()
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
@@ -100,7 +111,7 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
 			return exitFail
 		}
-		f, ferr := openExisting(ctx, cfg, rdb, canon.Version())
+		f, ferr := openExisting(ctx, cfg, rdb, canon.Version(), crawl)
 		if f != nil {
 			defer f.Close()
 		}

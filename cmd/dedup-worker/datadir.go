@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/watch"
 )
 
@@ -22,23 +23,35 @@ func dataDirFlag(fs *flag.FlagSet) {
 func checkFlags(fs *flag.FlagSet) {
 	baseFlag(fs)
 	dataDirFlag(fs)
+	crawlFlag(fs)
 }
 
 // useDataDir points an in-memory filter at the embedded crawl's in dir: its
 // snapshot file, of the kind the report the crawl serves or left says, else
 // of the kind whose snapshot file is there, unless filter.kind was given
-// (the snapshot's size is stored with it).
-func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
+// (the snapshot's size is stored with it). Then, if crawl is not empty, it
+// names the section for that crawl's own filter (forCrawl): in dir, the
+// crawl's file seen.<crawl>.<kind>, of the kind whose file is there.
+func useDataDir(ctx context.Context, cfg *config.Config, dir, crawl string) {
+	defer forCrawl(cfg, crawl)
 	if dir == "" || cfg.Redis.Enabled() {
 		return
 	}
+	has := func(kind string) bool { return hasSnapshot(dir, kind) }
+	if crawl != "" {
+		has = func(kind string) bool {
+			_, err := os.Stat(pipeline.CrawlSnapshot(filepath.Join(dir, "seen."+kind), crawl))
+			return err == nil
+		}
+	}
 	if !slices.Contains(cfg.Filter.Given, "kind") {
-		if r, _, err := watch.ReadDir(ctx, dir); err == nil && r.Filter != nil {
+		if r, _, err := watch.ReadDir(ctx, dir); crawl == "" && err == nil && r.Filter != nil {
 			cfg.Filter.Kind = r.Filter.Kind
-		} else if !hasSnapshot(dir, cfg.Filter.Kind) {
-			// No report: the kind whose snapshot is there.
+		} else if !has(cfg.Filter.Kind) {
+			// No report (or a crawl's filter, of its own kind): the kind
+			// whose snapshot is there.
 			for _, k := range []string{"bloom", "cuckoo"} {
-				if hasSnapshot(dir, k) {
+				if has(k) {
 					cfg.Filter.Kind = k
 				}
 			}
@@ -46,9 +59,9 @@ func useDataDir(ctx context.Context, cfg *config.Config, dir string) {
 	}
 	if cfg.Filter.Snapshot == "" {
 		cfg.Filter.Snapshot = filepath.Join(dir, "seen."+cfg.Filter.Kind)
-		// Each crawl has its own file, seen.<crawl>.<kind>; a data dir
-		// holds one crawl's.
-		if m, _ := filepath.Glob(filepath.Join(dir, "seen.*."+cfg.Filter.Kind)); len(m) == 1 {
+		// Each crawl has its own file, seen.<crawl>.<kind>; without
+		// --crawl, a data dir holding one crawl's means that one.
+		if m, _ := filepath.Glob(filepath.Join(dir, "seen.*."+cfg.Filter.Kind)); len(m) == 1 && crawl == "" {
 			cfg.Filter.Snapshot = m[0]
 		}
 	}
@@ -85,13 +98,14 @@ func fromWatch(r watch.Report) report {
 // snapshotReport answers "dedup-worker stats" without a running worker: the
 // embedded crawl in dir while it runs (from its watch server), else the
 // statistics it saved there and the filter from its snapshot file. dir may
-// be empty: the filter snapshot alone.
-func snapshotReport(ctx context.Context, cfg *config.Config, dir string) (report, error) {
+// be empty: the filter snapshot alone. With a crawl, the filter is that
+// crawl's, from its snapshot file, even while the crawl in dir runs.
+func snapshotReport(ctx context.Context, cfg *config.Config, dir, crawl string) (report, error) {
 	var rep report
 	if dir != "" {
 		r, live, err := watch.ReadDir(ctx, dir)
 		switch {
-		case live:
+		case live && crawl == "":
 			return fromWatch(r), nil
 		case err == nil:
 			// Queues and worker state were the process's: gone with it.
@@ -99,13 +113,13 @@ func snapshotReport(ctx context.Context, cfg *config.Config, dir string) (report
 		case !errors.Is(err, watch.ErrNothingInDir):
 			return rep, err
 		}
-		useDataDir(ctx, cfg, dir)
 	}
+	useDataDir(ctx, cfg, dir, crawl)
 	canon, err := cfg.Normalize.Normalizer()
 	if err != nil {
 		return rep, err
 	}
-	f, err := openExisting(ctx, cfg, nil, canon.Version())
+	f, err := openExisting(ctx, cfg, nil, canon.Version(), crawl)
 	if err != nil {
 		if rep.Shared == nil {
 			return rep, err
