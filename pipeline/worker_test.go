@@ -106,23 +106,9 @@ func publish(tb testing.TB, js jetstream.JetStream, topo frontier.Topology, page
 }
 
 // drained reports whether the workers' consumer has acknowledged
-// everything published so far: its ack floor has reached the discovered
-// stream's last message. (Its pending counts alone lag a publish that just
-// returned: they can read 0 before the consumer has counted the message.)
+// everything published so far.
 func drained(js jetstream.JetStream, topo frontier.Topology) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, topo.DiscoveredStream())
-	if err != nil {
-		return false
-	}
-	last := s.CachedInfo().State.LastSeq
-	c, err := s.Consumer(ctx, topo.Consumer())
-	if err != nil {
-		return false
-	}
-	info, err := c.Info(ctx)
-	return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= last
+	return natstest.Drained(js, topo.DiscoveredStream(), topo.Consumer())
 }
 
 func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) {
