@@ -151,6 +151,7 @@ type Worker struct {
 	m      *metrics
 	health *health
 	cache  *seenCache
+	fl     *flights
 
 	mu         sync.Mutex
 	pending    stats.Delta // not yet given to the Recorder
@@ -186,7 +187,7 @@ func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, 
 	}
 	w := &Worker{
 		nc: nc, js: js, filter: filter, canon: canon, rec: rec, o: o, topo: o.Topology,
-		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}), cache: newSeenCache(o.SeenCache),
+		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}), cache: newSeenCache(o.SeenCache), fl: newFlights(),
 	}
 	w.health = newHealth(o.Logger, func(dep string, up bool) {
 		v := 0.0
@@ -428,9 +429,7 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 			}
 			key := d.Crawl + "\n" + u // a URL is unique within its crawl
 			if i, ok := index[key]; ok {
-				b.delta.Duplicates++
-				b.delta.CountCrawl(d.Crawl, stats.CrawlCounts{Duplicates: 1})
-				b.delta.DuplicateHost(hostOf(u))
+				b.duplicate(i)
 				if depth < b.cands[i].depth {
 					b.cands[i].depth = depth
 				}
@@ -511,22 +510,47 @@ func (w *Worker) cacheFor(f Filter) *seenCache {
 
 // admitIn runs the protocol on the candidates all of a batch, which belong
 // to one crawl whose filter is f: Contains, publish the unseen, mark the
-// published. It reports false if ctx ended first.
+// published. URLs another of this worker's batches is admitting are left to
+// it (flights). It reports false if ctx ended first.
 func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) bool {
 	// URLs this worker already knows the filter holds are duplicates
 	// without asking it.
 	var ask []int
 	for j, hit := range w.cacheFor(f).known(b.cands, all) {
 		if hit {
-			b.delta.Duplicates++
-			b.delta.CountCrawl(b.cands[all[j]].crawl, stats.CrawlCounts{Duplicates: 1})
-			b.delta.DuplicateHost(hostOf(b.cands[all[j]].url))
+			b.duplicate(all[j])
 			w.m.cacheHits.Inc()
 		} else {
 			ask = append(ask, all[j])
 		}
 	}
-	todo, ok := w.unseen(ctx, b, f, ask)
+	own, others := w.fl.claim(b.cands, ask)
+	ok := w.admitOwn(ctx, b, f, own)
+	w.fl.land(b.cands, own, ok)
+	if !ok {
+		return false
+	}
+	var again []int
+	for _, o := range others {
+		if !w.await(ctx, b, o.f) {
+			return false
+		}
+		if o.f.marked {
+			b.duplicate(o.i)
+		} else {
+			again = append(again, o.i) // its owner gave up
+		}
+	}
+	if len(again) > 0 {
+		return w.admitIn(ctx, b, f, again)
+	}
+	return true
+}
+
+// admitOwn runs the protocol on candidates no other batch of this worker
+// holds. When it reports true, every one of them is in the filter.
+func (w *Worker) admitOwn(ctx context.Context, b *batch, f Filter, own []int) bool {
+	todo, ok := w.unseen(ctx, b, f, own)
 	if !ok {
 		return false
 	}
@@ -548,6 +572,13 @@ func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) boo
 	return true
 }
 
+// duplicate counts candidate i as a duplicate of a URL already enqueued.
+func (b *batch) duplicate(i int) {
+	b.delta.Duplicates++
+	b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
+	b.delta.DuplicateHost(hostOf(b.cands[i].url))
+}
+
 // unseen returns the candidates (indexes into b.cands) the filter does not
 // hold, counting the others as duplicates.
 func (w *Worker) unseen(ctx context.Context, b *batch, f Filter, idx []int) ([]int, bool) {
@@ -566,9 +597,7 @@ func (w *Worker) unseen(ctx context.Context, b *batch, f Filter, idx []int) ([]i
 	var held []int
 	for j, i := range idx {
 		if seen[j] {
-			b.delta.Duplicates++
-			b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
-			b.delta.DuplicateHost(hostOf(b.cands[i].url))
+			b.duplicate(i)
 			held = append(held, i)
 		} else {
 			out = append(out, i)
@@ -645,10 +674,8 @@ func (w *Worker) publish(ctx context.Context, b *batch, f Filter, todo []int) ([
 			case ack := <-f.Ok():
 				done = append(done, i)
 				if ack.Duplicate {
-					b.delta.Duplicates++
 					b.delta.Republished++
-					b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
-					b.delta.DuplicateHost(hostOf(b.cands[i].url))
+					b.duplicate(i)
 				} else {
 					b.delta.Admitted++
 					b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Admitted: 1})

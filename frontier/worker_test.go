@@ -433,3 +433,38 @@ func TestWorkerRechecksStaleVerdicts(t *testing.T) {
 	}
 	checkNoRepublish(t, w)
 }
+
+// TestWorkerBatchesDoNotRace publishes every page at once, each linking to
+// many of the same new URLs, to one worker whose concurrent batches hold
+// the same new URLs at the same moment: each URL must be published once,
+// with no publish caught by JetStream's duplicate window (without flights,
+// concurrent batches both found such a URL absent and both published it).
+func TestWorkerBatchesDoNotRace(t *testing.T) {
+	p := newPipeline(t, frontier.Topology{Partitions: 2})
+	s := site{host: "race.example", pages: 2000}
+	rng := rand.New(rand.NewPCG(3, 4))
+	want := map[string]bool{}
+	var pages []frontier.Discovered
+	for i := 0; i < 400; i++ {
+		var to []int
+		for j := 0; j < 40; j++ {
+			l := rng.IntN(s.pages)
+			to = append(to, l)
+			want[s.canonical(l)] = true
+		}
+		pages = append(pages, s.page("r", i, to, i))
+	}
+	p.publish(t, pages...)
+	w := newWorker(t, p, newMemoryFilter(t), nil, frontier.WorkerOptions{Batch: 4, Concurrency: 8, SeenCache: -1})
+	stop := runWorker(t, w)
+	p.waitDrained(t, 60*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce(t, p, p.take(t, 0), want)
+	tot := w.Status().Totals
+	if tot.Admitted != int64(len(want)) || tot.Links != tot.Admitted+tot.Duplicates {
+		t.Errorf("admitted %d of %d URLs; links %d, duplicates %d", tot.Admitted, len(want), tot.Links, tot.Duplicates)
+	}
+	checkNoRepublish(t, w)
+}
