@@ -37,7 +37,9 @@
 // For each batch a worker runs, in this order:
 //
 //  1. C: Contains(keys) on the filter, keys = the batch's distinct
-//     canonical URLs (less those in the worker's seen cache, below).
+//     canonical URLs, less those in the worker's seen cache (below) and
+//     those another of its batches is admitting (Racing batches: this batch
+//     waits for that one's verdict).
 //  2. P: publish every key the filter does not hold to the frontier, with
 //     Nats-Msg-Id = EntryID(crawl, key), and wait for JetStream to acknowledge each
 //     (retrying failures with the same ID, forever, with backoff).
@@ -50,7 +52,8 @@
 // the filter was on the frontier first, except a key the filter reports by
 // a false positive — the filter's error rate, and the only loss. And a
 // discovered message is acknowledged only after all of its keys went
-// through P and M; if a worker dies anywhere before A, JetStream redelivers
+// through P and M (in its batch, or in the batch of the same worker that
+// owned the key and reported it marked); if a worker dies anywhere before A, JetStream redelivers
 // the message after AckWait to some worker, which runs C again: every key
 // not yet marked is published again. A worker never acknowledges what it
 // has not finished, whether Redis or NATS fails or hangs or the frontier is
@@ -109,16 +112,54 @@
 // message, which then comes back every AckWait. CheckServer refuses one;
 // Worker.Run stops with its error.
 //
-// Why not mark first (test-and-add, then publish), as scrapy-redis and
-// colly do: a worker that marks and dies before publishing leaves URLs that
-// are seen but not enqueued; on redelivery the filter calls them seen and
-// they are lost. Recovering them needs to know which of the "seen" keys the
-// dead attempt added, which the filter cannot say (republishing every seen
-// key of a redelivered page would re-enqueue links seen hours before, out of
-// the duplicate window). Publishing first needs no such knowledge: the
-// filter is only ever a promise that the frontier already holds the URL.
-// The cost is a second filter call per batch, on the unseen keys only
-// (about a tenth of the keys in a crawl).
+// # Racing batches
+//
+// Two batches that hold the same new URL at once would both find it absent
+// (neither has marked it yet) and both publish it; JetStream's window would
+// store one. Within a worker this cannot happen: the first batch to ask about
+// a URL owns it until it has published and marked it, and a later batch that
+// holds the URL waits for that verdict instead of asking the filter (an
+// owner that gives up, its context ended, hands the URL back to the
+// waiters). A batch waits only after landing every URL it owns, so waits
+// form no cycle. Between worker processes the race remains: it needs two
+// workers to hold the same new URL within one publish round trip of each
+// other, and the window catches it (Republished counts it; the pipeline
+// benchmark prints it per row).
+//
+// # Why not mark first
+//
+// Marking first — one TestAndAdd per batch, then publish what it reported
+// new, as scrapy-redis and colly do — would spare the Contains call on new
+// URLs and stop racing publishes between processes too. Its problem is the
+// worker that marks and dies before publishing: its URLs are in the filter
+// but not on the frontier, and on redelivery the filter calls them seen.
+// Recovering them needs a record, durable from the moment of the mark, of
+// which URLs that mark found new. On plain Redis, without a script, no such
+// record can be written in the step that marks:
+//
+//   - a command's writes cannot depend on another command's result (MULTI
+//     queues commands, it does not chain them), and the one result that says
+//     which keys were new — BITFIELD's old bits — goes to the caller only;
+//   - a record written with the mark (MULTI with a per-message key) can hold
+//     the URLs asked, not the URLs that were new. On redelivery a URL of that
+//     record that the filter holds was either new at that mark (and perhaps
+//     never published) or added long before (and long since consumed):
+//     nothing left in Redis or NATS tells them apart;
+//   - a record of the new URLs written after the reply leaves a gap of one
+//     round trip in which a crash leaves the same ambiguity.
+//
+// In the ambiguous case the redelivered attempt can only skip those URLs (a
+// loss: no other page may ever link to them) or publish them all (a
+// duplicate fetch of every old URL on the page that the dead worker did not
+// have in its cache, outside the duplicate window). Publishing first needs
+// no record: the filter is only ever a promise that the frontier already
+// holds the URL. Closing the gap needs a conditional write on the server —
+// "set these bits and record the keys that were new", one script, function
+// or module call — which is what the Lua layout did, at 7.7 µs of Redis CPU
+// per new key against 1.4–1.8 µs for the native layout. The price of
+// publishing first is the second call, on unseen URLs only (about a tenth of
+// a crawl's links), and racing publishes between processes, which cost a
+// publish each and are caught by the window.
 //
 // # The seen cache
 //
@@ -135,9 +176,9 @@
 // Counts (stats.Delta) add up per batch: Links = Admitted + Duplicates +
 // Σ Rejected, where Admitted counts publishes JetStream stored as new.
 // Republished (part of Duplicates) counts publishes JetStream's window
-// caught: crash recovery, and two batches that held the same new URL at
-// once (neither had marked it). Without faults and without such races it is
-// 0, which the tests check: a filter that held nothing would otherwise pass
+// caught: crash recovery, and two worker processes that held the same new
+// URL at once (see Racing batches). With one worker and no faults it is 0,
+// which the tests check: a filter that held nothing would otherwise pass
 // them, the window doing its work.
 // A worker hands them to a Recorder (Redis for a deployment) once per
 // StatsInterval.
