@@ -81,11 +81,13 @@ func TestWorkerAdmitsEachURLOnce(t *testing.T) {
 
 	// Pages come in waves, each drained before the next. A URL's first
 	// mentions all lie on one page of its wave: pages of one wave are in
-	// concurrent batches, and two batches that both hold a new URL both
-	// publish it (neither has marked it yet) — a race the duplicate window
-	// absorbs by design, counted as Republished. With no such race, every
-	// repeat must be stopped by the filter or the seen cache, and a single
-	// publish caught by the window means the filter failed.
+	// concurrent batches of both workers, and two workers whose batches both
+	// hold a new URL both publish it (neither has marked it yet) — a race
+	// between processes the duplicate window absorbs by design, counted as
+	// Republished (within one worker there is no such race:
+	// TestWorkerBatchesDoNotRace). With no such race, every repeat must be
+	// stopped by the filter or the seen cache, and a single publish caught
+	// by the window means the filter failed.
 	rng := rand.New(rand.NewPCG(1, 2))
 	bad := []string{"mailto:info@site.example", "javascript:void(0)", "http://exa mple.com/", "tel:+100"}
 	var links, rejects int
