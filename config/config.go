@@ -115,6 +115,7 @@ type Worker struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, time allowed to finish the batches in hand"`
 	StatsInterval   time.Duration `yaml:"stats_interval" help:"how often a worker adds its counts to the shared stats"`
 	SeenCache       int           `yaml:"seen_cache" help:"canonical URLs a worker remembers as held by the filter, so repeated links skip the filter call (about 20 bytes each); 0: no cache"`
+	ParkDelay       time.Duration `yaml:"park_delay" help:"how long the messages of a crawl whose filter cannot be opened (corrupt snapshot, conflicting parameters) wait in the stream before the next try; the other crawls go on meanwhile"`
 }
 
 // HTTP configures the watch server: the live page, /stats, /metrics,
@@ -174,6 +175,7 @@ func Default() Config {
 			ShutdownTimeout: 30 * time.Second,
 			StatsInterval:   time.Second,
 			SeenCache:       1_000_000,
+			ParkDelay:       time.Minute,
 		},
 		HTTP: HTTP{Addr: "127.0.0.1:8080"}, // loopback: exposing it is a choice (compose sets ":8080")
 		Log:  Log{Level: "info", Format: "text"},
@@ -372,6 +374,9 @@ func (w Worker) validate(f Frontier) []*FieldError {
 	}
 	if w.StatsInterval <= 0 {
 		errs = append(errs, invalid("worker.stats_interval", "must be positive, got %v", w.StatsInterval))
+	}
+	if w.ParkDelay <= 0 {
+		errs = append(errs, invalid("worker.park_delay", "must be positive, got %v", w.ParkDelay))
 	}
 	return errs
 }

@@ -42,6 +42,7 @@ func (c Config) WorkerOptions() frontier.WorkerOptions {
 		ShutdownTimeout: w.ShutdownTimeout,
 		StatsInterval:   w.StatsInterval,
 		SeenCache:       seenCache(w.SeenCache),
+		ParkDelay:       w.ParkDelay,
 	}
 }
 

@@ -32,6 +32,15 @@
 // poison: the worker terminates them (no redelivery) and counts them by
 // reason, so they never block the queue.
 //
+// A crawl whose filter cannot be opened until someone acts (a corrupt
+// snapshot, parameters that conflict with the stored ones: the FilterSet's
+// error wraps ErrFilterUnusable) is parked, not poison: the worker hands
+// that crawl's messages back with a redelivery delay (ParkDelay), counts
+// them (sieve_dedup_parked_total), reports the crawl and the cause in
+// Status.Parked and goes on with the other crawls of the batch. Nothing of
+// the crawl is acknowledged or counted; once its filter opens, its messages
+// are processed as usual.
+//
 // # The protocol: publish, then mark
 //
 // For each batch a worker runs, in this order:

@@ -18,6 +18,7 @@ type metrics struct {
 	up                                              *prometheus.GaugeVec
 	inflight                                        prometheus.Gauge
 	cacheHits                                       prometheus.Counter
+	parked                                          prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,9 +45,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sieve", Subsystem: "dedup", Name: "inflight_batches",
 			Help: "Batches being processed."}),
 		cacheHits: counter("seen_cache_hits_total", "Links found in the worker's cache of URLs the filter holds (no filter call)."),
+		parked:    counter("parked_total", "Discovered messages handed back for later because their crawl's filter cannot be opened."),
 	}
 	for _, c := range []prometheus.Collector{m.pages, m.links, m.admitted, m.duplicates, m.republished, m.rejected,
-		m.poison, m.batches, m.batchSeconds, m.retries, m.up, m.inflight, m.cacheHits} {
+		m.poison, m.batches, m.batchSeconds, m.retries, m.up, m.inflight, m.cacheHits, m.parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -58,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{PoisonTooLarge, PoisonMalformed, PoisonVersion, PoisonCrawl, PoisonKind, PoisonDepth, PoisonURL, PoisonTooManyLinks} {
 		m.poison.WithLabelValues(r)
 	}
-	for _, op := range []string{"contains", "publish", "mark", "fetch"} {
+	for _, op := range []string{"contains", "publish", "mark", "fetch", "open"} {
 		m.retries.WithLabelValues(op)
 	}
 	return m, nil

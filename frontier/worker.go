@@ -33,9 +33,21 @@ type Filter interface {
 // a crawl, so the same URL in two crawls is admitted once in each.
 type FilterSet interface {
 	// Acquire returns the crawl's filter, opening it if needed; the filter
-	// stays open until release is called (release may be called once).
+	// stays open until release is called (release may be called once). An
+	// error that wraps ErrFilterUnusable says that trying again soon will
+	// not help (a corrupt snapshot, parameters that conflict with the
+	// stored ones): the Worker then parks the crawl's messages instead of
+	// holding its batch.
 	Acquire(ctx context.Context, crawl string) (f Filter, release func(), err error)
 }
+
+// ErrFilterUnusable is wrapped by a FilterSet's error when a crawl's filter
+// cannot be opened until someone acts (repairs or deletes it). A Worker
+// then hands that crawl's messages back to JetStream for redelivery after
+// WorkerOptions.ParkDelay, acknowledges nothing of that crawl, and goes on
+// with the other crawls of the batch: one broken crawl never stalls the
+// others, and its URLs are not lost.
+var ErrFilterUnusable = errors.New("frontier: crawl's filter unusable")
 
 // Canonicalizer turns raw links into canonical URLs; *normalize.Normalizer
 // implements it. A rejected link's error should be a *normalize.Error,
@@ -85,6 +97,10 @@ type WorkerOptions struct {
 	// PublishTimeout bounds the wait for a frontier publish's
 	// acknowledgement before it is retried (default 5 s).
 	PublishTimeout time.Duration
+	// ParkDelay is how long the messages of a crawl whose filter is
+	// unusable (ErrFilterUnusable) wait before they are redelivered and the
+	// filter is tried again (default 1 minute).
+	ParkDelay time.Duration
 	// Logger receives state changes (default: discard).
 	Logger *slog.Logger
 	// Registerer receives the worker's metrics (default: none).
@@ -110,6 +126,7 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 	def(&o.ShutdownTimeout, 30*time.Second)
 	def(&o.StatsInterval, time.Second)
 	def(&o.PublishTimeout, 5*time.Second)
+	def(&o.ParkDelay, time.Minute)
 	if o.SeenCache == 0 {
 		o.SeenCache = 1_000_000
 	}
@@ -159,6 +176,7 @@ type Worker struct {
 	started    time.Time
 	inflight   atomic.Int64
 	unfinished atomic.Int64
+	parked     map[string]*ParkedCrawl // under mu
 
 	closeCtx context.Context
 	closeFn  context.CancelFunc
@@ -187,7 +205,7 @@ func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, 
 	}
 	w := &Worker{
 		nc: nc, js: js, filter: filter, canon: canon, rec: rec, o: o, topo: o.Topology,
-		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}), cache: newSeenCache(o.SeenCache), fl: newFlights(),
+		log: o.Logger, m: m, started: time.Now(), parked: map[string]*ParkedCrawl{}, runDone: make(chan struct{}), cache: newSeenCache(o.SeenCache), fl: newFlights(),
 	}
 	w.health = newHealth(o.Logger, func(dep string, up bool) {
 		v := 0.0
@@ -360,9 +378,39 @@ type candidate struct {
 // batch is the work of one fetch.
 type batch struct {
 	msgs    []jetstream.Msg // valid messages, acknowledged at the end
+	crawlOf []string        // msgs[i]'s crawl
 	cands   []candidate
-	delta   stats.Delta
-	touched time.Time // last InProgress (or fetch)
+	deltas  map[string]*stats.Delta // counts by crawl, recorded once its messages are acknowledged
+	poison  stats.Delta             // counts of terminated messages
+	touched time.Time               // last InProgress (or fetch)
+}
+
+// delta returns the counts of the batch's messages of crawl.
+func (b *batch) delta(crawl string) *stats.Delta {
+	d := b.deltas[crawl]
+	if d == nil {
+		d = &stats.Delta{}
+		b.deltas[crawl] = d
+	}
+	return d
+}
+
+// park hands the messages of crawl back to JetStream for redelivery after
+// delay, and forgets their counts (they are counted when processed).
+func (b *batch) park(crawl string, delay time.Duration) int {
+	n := 0
+	msgs, of := b.msgs[:0], b.crawlOf[:0]
+	for i, m := range b.msgs {
+		if b.crawlOf[i] == crawl {
+			_ = m.NakWithDelay(delay) // if lost, AckWait redelivers it
+			n++
+			continue
+		}
+		msgs, of = append(msgs, m), append(of, b.crawlOf[i])
+	}
+	b.msgs, b.crawlOf = msgs, of
+	delete(b.deltas, crawl)
+	return n
 }
 
 // process takes a fetched batch through the protocol and acknowledges it,
@@ -376,6 +424,7 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	b := w.prepare(msgs, start)
 	if !w.admit(ctx, b) {
 		w.unfinished.Add(1)
+		w.record(b.poison) // terminated: not redelivered
 		return
 	}
 	for _, m := range b.msgs {
@@ -383,13 +432,17 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	w.m.batches.Inc()
 	w.m.batchSeconds.Observe(time.Since(start).Seconds())
-	w.record(b.delta)
+	d := b.poison
+	for _, cd := range b.deltas {
+		d.Merge(*cd)
+	}
+	w.record(d)
 }
 
 // prepare decodes and canonicalizes a batch. Poison messages are
 // terminated at once.
 func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
-	b := &batch{touched: now}
+	b := &batch{touched: now, deltas: map[string]*stats.Delta{}}
 	index := make(map[string]int, len(msgs)*16)
 	for _, m := range msgs {
 		d, err := DecodeDiscovered(m.Data(), w.topo.Limits)
@@ -399,13 +452,14 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 			if errors.As(err, &pe) {
 				reason = pe.Reason
 			}
-			b.delta.AddPoison(reason)
+			b.poison.AddPoison(reason)
 			w.log.Warn("poison message rejected", "reason", reason, "error", err, "subject", m.Subject())
 			_ = m.TermWithReason("sieve: " + reason)
 			continue
 		}
-		b.msgs = append(b.msgs, m)
-		b.delta.Pages++
+		b.msgs, b.crawlOf = append(b.msgs, m), append(b.crawlOf, d.Crawl)
+		dl := b.delta(d.Crawl)
+		dl.Pages++
 		base := d.URL
 		if d.Base != "" && d.URL != "" {
 			if u, err := w.canon.Resolve(d.URL, d.Base); err == nil {
@@ -414,8 +468,8 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 		}
 		depth := d.LinkDepth()
 		for _, link := range d.Links {
-			b.delta.Links++
-			b.delta.CountCrawl(d.Crawl, stats.CrawlCounts{Links: 1})
+			dl.Links++
+			dl.CountCrawl(d.Crawl, stats.CrawlCounts{Links: 1})
 			var u string
 			if d.Kind == KindSeed || base == "" {
 				u, err = w.canon.URL(link)
@@ -423,8 +477,8 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 				u, err = w.canon.Resolve(base, link)
 			}
 			if err != nil {
-				b.delta.Reject(rejectReason(err))
-				b.delta.CountCrawl(d.Crawl, stats.CrawlCounts{Rejected: 1})
+				dl.Reject(rejectReason(err))
+				dl.CountCrawl(d.Crawl, stats.CrawlCounts{Rejected: 1})
 				continue
 			}
 			key := d.Crawl + "\n" + u // a URL is unique within its crawl
@@ -462,11 +516,15 @@ func (w *Worker) admit(ctx context.Context, b *batch) bool {
 		byCrawl[c.crawl] = append(byCrawl[c.crawl], i)
 	}
 	for _, crawl := range crawls {
-		f, release, ok := w.filterOf(ctx, b, crawl)
-		if !ok {
+		f, release, err := w.filterOf(ctx, b, crawl)
+		if errors.Is(err, ErrFilterUnusable) {
+			w.park(b, crawl, err)
+			continue
+		}
+		if err != nil {
 			return false
 		}
-		ok = w.admitIn(ctx, b, f, byCrawl[crawl])
+		ok := w.admitIn(ctx, b, f, byCrawl[crawl])
 		release()
 		if !ok {
 			return false
@@ -475,20 +533,79 @@ func (w *Worker) admit(ctx context.Context, b *batch) bool {
 	return true
 }
 
-// filterOf returns the crawl's filter, retrying while it cannot be opened.
-func (w *Worker) filterOf(ctx context.Context, b *batch, crawl string) (Filter, func(), bool) {
+// filterOf returns the crawl's filter, retrying while it cannot be opened,
+// unless the error says it is unusable. An error means ctx ended, or
+// ErrFilterUnusable.
+func (w *Worker) filterOf(ctx context.Context, b *batch, crawl string) (Filter, func(), error) {
 	if w.o.Filters == nil {
-		return w.filter, func() {}, true
+		return w.filter, func() {}, nil
 	}
 	var (
-		f       Filter
-		release func()
+		f        Filter
+		release  func()
+		unusable error
 	)
 	_, ok := w.retry(ctx, b, "open", func(ctx context.Context) (_ []bool, err error) {
 		f, release, err = w.o.Filters.Acquire(ctx, crawl)
+		if errors.Is(err, ErrFilterUnusable) {
+			unusable = err
+			return nil, nil // not a failure of the filter service: stop retrying
+		}
 		return nil, err
 	})
-	return f, release, ok
+	switch {
+	case unusable != nil:
+		return nil, nil, unusable
+	case !ok:
+		return nil, nil, ctx.Err()
+	}
+	w.unpark(crawl)
+	return f, release, nil
+}
+
+// ParkedCrawl is a crawl whose filter cannot be opened (ErrFilterUnusable):
+// its messages wait in the stream, redelivered every ParkDelay.
+type ParkedCrawl struct {
+	// Error is why the filter cannot be opened.
+	Error string `json:"error"`
+	// Since is when the crawl was first parked.
+	Since time.Time `json:"since"`
+	// Messages counts the deliveries of its messages handed back.
+	Messages int64 `json:"messages"`
+	logged   time.Time
+}
+
+// park hands the crawl's messages of batch b back to JetStream, counts
+// them and logs the cause (at most once per ParkDelay per crawl).
+func (w *Worker) park(b *batch, crawl string, err error) {
+	n := b.park(crawl, w.o.ParkDelay)
+	w.m.parked.Add(float64(n))
+	w.mu.Lock()
+	p := w.parked[crawl]
+	if p == nil {
+		p = &ParkedCrawl{Since: time.Now()}
+		w.parked[crawl] = p
+	}
+	p.Error, p.Messages = err.Error(), p.Messages+int64(n)
+	logNow := time.Since(p.logged) >= w.o.ParkDelay
+	if logNow {
+		p.logged = time.Now()
+	}
+	w.mu.Unlock()
+	if logNow {
+		w.log.Error("crawl parked: its filter cannot be opened; its messages wait in the stream and are retried",
+			"crawl", crawl, "error", err, "messages", n, "retry_after", w.o.ParkDelay)
+	}
+}
+
+// unpark forgets that crawl was parked, once its filter opened.
+func (w *Worker) unpark(crawl string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p, ok := w.parked[crawl]; ok {
+		delete(w.parked, crawl)
+		w.log.Info("crawl unparked: its filter opened", "crawl", crawl, "parked_since", p.Since)
+	}
 }
 
 // Expiring is implemented by a filter whose keys expire, such as a revisit
@@ -574,9 +691,10 @@ func (w *Worker) admitOwn(ctx context.Context, b *batch, f Filter, own []int) bo
 
 // duplicate counts candidate i as a duplicate of a URL already enqueued.
 func (b *batch) duplicate(i int) {
-	b.delta.Duplicates++
-	b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
-	b.delta.DuplicateHost(hostOf(b.cands[i].url))
+	d := b.delta(b.cands[i].crawl)
+	d.Duplicates++
+	d.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
+	d.DuplicateHost(hostOf(b.cands[i].url))
 }
 
 // unseen returns the candidates (indexes into b.cands) the filter does not
@@ -674,12 +792,13 @@ func (w *Worker) publish(ctx context.Context, b *batch, f Filter, todo []int) ([
 			case ack := <-f.Ok():
 				done = append(done, i)
 				if ack.Duplicate {
-					b.delta.Republished++
+					b.delta(b.cands[i].crawl).Republished++
 					b.duplicate(i)
 				} else {
-					b.delta.Admitted++
-					b.delta.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Admitted: 1})
-					b.delta.AdmitHost(hostOf(b.cands[i].url))
+					d := b.delta(b.cands[i].crawl)
+					d.Admitted++
+					d.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Admitted: 1})
+					d.AdmitHost(hostOf(b.cands[i].url))
 				}
 			case err := <-f.Err():
 				failed, lastErr = append(failed, i), err
@@ -828,12 +947,21 @@ type Status struct {
 	Started time.Time `json:"started"`
 	// Totals counts this worker's work since it started.
 	Totals stats.Delta `json:"totals"`
+	// Parked lists the crawls whose filter cannot be opened, by id.
+	Parked map[string]ParkedCrawl `json:"parked,omitempty"`
 }
 
 // Status returns the worker's current state.
 func (w *Worker) Status() Status {
 	w.mu.Lock()
 	totals := w.total.Clone()
+	var parked map[string]ParkedCrawl
+	for id, p := range w.parked {
+		if parked == nil {
+			parked = map[string]ParkedCrawl{}
+		}
+		parked[id] = *p
+	}
 	w.mu.Unlock()
 	totals.Hosts, totals.DuplicateHosts = nil, nil
 	return Status{
@@ -842,6 +970,7 @@ func (w *Worker) Status() Status {
 		InflightBatches: w.inflight.Load(),
 		Started:         w.started,
 		Totals:          totals,
+		Parked:          parked,
 	}
 }
 

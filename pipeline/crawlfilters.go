@@ -276,7 +276,7 @@ func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) e
 	}
 	f, err := OpenCrawlFilter(ctx, e.cfg, e.st, s.rdb, s.policy)
 	if err != nil {
-		return fmt.Errorf("crawl %s: open filter: %w", crawl, err)
+		return unusable(fmt.Errorf("crawl %s: open filter: %w", crawl, err))
 	}
 	e.f = f
 	if s.rdb == nil && e.cfg.Snapshot != "" {
@@ -285,6 +285,25 @@ func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) e
 	s.log.Debug("crawl filter opened", "crawl", crawl, "name", e.name(), "revisit_after", e.st.RevisitAfter)
 	return nil
 }
+
+// unusable marks err with frontier.ErrFilterUnusable when retrying will
+// not help until someone acts: a corrupt snapshot, parameters that conflict
+// with the stored ones, settings no filter can have. The worker then parks
+// the crawl's messages and goes on with the other crawls.
+func unusable(err error) error {
+	var fe *config.FieldError
+	if errors.Is(err, dedup.ErrCorrupt) || errors.Is(err, dedup.ErrMismatch) || errors.Is(err, dedup.ErrInvalidParams) ||
+		errors.Is(err, dedup.ErrGuavaFormat) || errors.As(err, &fe) {
+		return unusableError{err}
+	}
+	return err
+}
+
+// unusableError is an error that also matches frontier.ErrFilterUnusable.
+type unusableError struct{ err error }
+
+func (e unusableError) Error() string   { return e.err.Error() }
+func (e unusableError) Unwrap() []error { return []error{e.err, frontier.ErrFilterUnusable} }
 
 // SharedCrawl is the crawl that takes over an in-memory filter every crawl
 // shared before each crawl had its own: the crawler's default crawl id,

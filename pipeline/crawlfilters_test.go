@@ -256,3 +256,70 @@ func TestCrawlFiltersSharedFilter(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerParksUnusableCrawl runs a worker over two crawls whose messages
+// share batches, one of them with a corrupt snapshot: the other crawl's URLs
+// are all admitted meanwhile (one broken crawl does not stall the rest), the
+// broken crawl's messages stay in the stream, unacknowledged and uncounted,
+// and the worker reports it parked with the cause; once the file is removed
+// its URLs are admitted at the next try, each page counted once.
+func TestWorkerParksUnusableCrawl(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	js := nsrv.JetStream()
+	dir := t.TempDir()
+	cfg := testConfig(nsrv.URL(), "")
+	cfg.Filter.Snapshot = filepath.Join(dir, "seen.bloom")
+	cfg.Worker.ParkDelay = 300 * time.Millisecond
+	corrupt := pipeline.CrawlSnapshot(cfg.Filter.Snapshot, "bad")
+	if err := os.WriteFile(corrupt, []byte("SIEVEBF\nnot a snapshot"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	topo := cfg.Frontier.Topology()
+	ensure(t, js, topo)
+	reg := prometheus.NewRegistry()
+	w := &pipeline.Worker{Config: cfg, Registerer: reg}
+	// Publish before the worker runs, so that both crawls share batches.
+	for i := range 10 {
+		publishIn(t, js, topo, "good", fmt.Sprintf("/g%d", i))
+		publishIn(t, js, topo, "bad", fmt.Sprintf("/b%d", i))
+	}
+	stop := start(t, w)
+
+	waitFor(t, 20*time.Second, "the good crawl's URLs", func() bool { return admittedIn(t, js, topo, "good") == 10 })
+	waitFor(t, 20*time.Second, "the bad crawl parked", func() bool {
+		st, _ := w.Status()
+		return st.Parked["bad"].Messages >= 10
+	})
+	st, _ := w.Status()
+	if p := st.Parked["bad"]; !strings.Contains(p.Error, corrupt) || !strings.Contains(p.Error, "corrupt") {
+		t.Errorf("parked crawl's error %q, want it to name the corrupt snapshot %s", p.Error, corrupt)
+	}
+	if n := admittedIn(t, js, topo, "bad"); n != 0 {
+		t.Errorf("the broken crawl admitted %d URLs", n)
+	}
+	if drained(js, topo) {
+		t.Error("the broken crawl's messages were acknowledged")
+	}
+	if st.Totals.Pages != 10 || st.Totals.Links != 10 {
+		t.Errorf("counted %d pages and %d links while parked, want the good crawl's 10 and 10", st.Totals.Pages, st.Totals.Links)
+	}
+	if m := metric(t, reg, "sieve_dedup_parked_total"); m < 10 {
+		t.Errorf("sieve_dedup_parked_total = %v, want ≥ 10", m)
+	}
+	if !st.Ready {
+		t.Errorf("worker not ready while one crawl is parked: %+v", st.Dependencies)
+	}
+
+	if err := os.Remove(corrupt); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the repaired crawl's URLs", func() bool { return admittedIn(t, js, topo, "bad") == 10 })
+	waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+	st, _ = w.Status()
+	if len(st.Parked) != 0 || st.Totals.Pages != 20 || st.Totals.Admitted != 20 {
+		t.Errorf("after repair: parked %v, pages %d, admitted %d; want none, 20, 20", st.Parked, st.Totals.Pages, st.Totals.Admitted)
+	}
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
+}

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/watch/watchtest"
 )
@@ -129,7 +132,7 @@ func TestPageBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer filter.Close()
+	t.Cleanup(func() { filter.Close() }) // after the page server's (cleanups run last first)
 	counts := stats.NewMemory()
 	var d stats.Delta
 	for i := range 1000 {
@@ -151,18 +154,7 @@ func TestPageBounded(t *testing.T) {
 	if len(fs.Layers) != 64 {
 		t.Fatalf("filter has %d layers, want 64", len(fs.Layers))
 	}
-	w, err := New(Sources{Role: "dedup-worker", Counters: counts, Filter: filter}, Options{TopHosts: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	addr, err := w.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(PageURL(addr.String())), watchtest.Polled); err != nil {
-		t.Fatal(err)
-	}
+	openPage(t, ctx, Sources{Role: "dedup-worker", Counters: counts, Filter: filter}, Options{TopHosts: 1000})
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[struct{ Hosts, Layers, Nodes int }](
 		`({hosts: document.querySelectorAll("#hosts tr").length, layers: document.querySelectorAll("#layers tr").length, nodes: document.getElementsByTagName("*").length})`))
 	if err != nil {
@@ -171,5 +163,54 @@ func TestPageBounded(t *testing.T) {
 	t.Logf("%d layers, 1,000 hosts: %d host rows, %d layer rows, %d elements", len(fs.Layers), rows.Hosts, rows.Layers, rows.Nodes)
 	if rows.Hosts > 26 || rows.Hosts < 2 || rows.Layers > 12 || rows.Layers < 2 || rows.Nodes > 1000 {
 		t.Errorf("page holds %d host rows, %d layer rows, %d elements; want ≤ 26, ≤ 12, ≤ 1000", rows.Hosts, rows.Layers, rows.Nodes)
+	}
+}
+
+// parkedWorker is a worker source that reports one parked crawl, as a
+// worker does while a crawl's filter cannot be opened
+// (pipeline.TestWorkerParksUnusableCrawl runs the real one).
+type parkedWorker struct{ since time.Time }
+
+func (parkedWorker) Readiness() pipeline.Readiness {
+	return pipeline.Readiness{Ready: true, State: "running"}
+}
+
+func (p parkedWorker) Status() (frontier.Status, bool) {
+	return frontier.Status{Ready: true, Started: p.since, Parked: map[string]frontier.ParkedCrawl{
+		"bad": {Error: "crawl bad: open filter: dedup: corrupt snapshot", Since: p.since, Messages: 1234},
+	}}, true
+}
+
+// TestPageShowsParkedCrawl checks that the live page names a parked crawl,
+// how many messages it holds back, and why.
+func TestPageShowsParkedCrawl(t *testing.T) {
+	ctx := watchtest.Browser(t, 30*time.Second)
+	openPage(t, ctx, Sources{Role: "dedup-worker", Worker: parkedWorker{since: time.Now()}}, Options{})
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("processes").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"crawl bad parked", "1,234 messages held back", "corrupt snapshot"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("This process shows %q, want it to contain %q", text, want)
+		}
+	}
+}
+
+// openPage serves the page of src on a loopback port until the test ends,
+// opens it in the browser ctx and waits for its first poll.
+func openPage(t *testing.T, ctx context.Context, src Sources, o Options) {
+	t.Helper()
+	w, err := New(src, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	addr, err := w.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(PageURL(addr.String())), watchtest.Polled); err != nil {
+		t.Fatal(err)
 	}
 }

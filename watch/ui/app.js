@@ -221,6 +221,11 @@
       const deps = Object.entries(r.worker.dependencies || {}).map(([k, v]) => k + (v.up ? " up" : " DOWN")).join(", ");
       procs.push(["dedup worker", (r.worker.ready ? "ready" : "not ready") + " · " + rate(r.rates.admitted) + " admitted · " + r.worker.inflight_batches + " batches in hand"]);
       procs.push(["", deps]);
+      // A crawl whose filter cannot be opened: its messages wait in the stream.
+      for (const [id, pk] of Object.entries(r.worker.parked || {}).sort()) {
+        procs.push([{ cls: "bad", text: "crawl " + id + " parked" }, fmt(pk.messages) + " messages held back since " +
+          new Date(pk.since).toLocaleTimeString() + ": " + pk.error]);
+      }
     }
     if (r.crawler) {
       procs.push([{ cls: "host", text: "crawler " + r.crawler.id }, rate(r.rates.fetched) + " fetched · " + r.crawler.in_flight + " URLs in hand"]);
