@@ -53,6 +53,9 @@ return redis.call('HGETALL', KEYS[1])
 func openWithMeta[F any](ctx context.Context, client redis.UniversalClient, name string, existing, force bool,
 	build func(stored map[string]string) (F, []redisMetaField, error)) (F, error) {
 	var zero F
+	if err := CheckRedis(ctx, client); err != nil {
+		return zero, err
+	}
 	meta := redisMeta{key: redisShards{name: name}.metaKey(), name: name}
 	for attempt := 0; ; attempt++ {
 		stored, err := meta.read(ctx, client)

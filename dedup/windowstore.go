@@ -150,6 +150,9 @@ func openRedisWindow(ctx context.Context, client redis.UniversalClient, name str
 	if name == "" || strings.ContainsAny(name, "{}") {
 		return nil, wrap(fmt.Errorf("%w: window name %q is empty or holds '{' or '}'", ErrInvalidParams, name))
 	}
+	if err := CheckRedis(ctx, client); err != nil {
+		return nil, wrap(err)
+	}
 	s := &redisWindowStore{client: client, name: name}
 	// An existing window's parameters fill in those not given.
 	stored, err := redisMeta{key: s.metaKey(), name: name}.read(ctx, client)

@@ -286,17 +286,24 @@ func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) e
 	return nil
 }
 
-// unusable marks err with frontier.ErrFilterUnusable when retrying will
-// not help until someone acts: a corrupt snapshot, parameters that conflict
-// with the stored ones, settings no filter can have. The worker then parks
-// the crawl's messages and goes on with the other crawls.
+// unusable marks err with frontier.ErrFilterUnusable when it is
+// permanent, so that the worker parks the crawl's messages and goes on with
+// the other crawls.
 func unusable(err error) error {
-	var fe *config.FieldError
-	if errors.Is(err, dedup.ErrCorrupt) || errors.Is(err, dedup.ErrMismatch) || errors.Is(err, dedup.ErrInvalidParams) ||
-		errors.Is(err, dedup.ErrGuavaFormat) || errors.As(err, &fe) {
+	if permanent(err) {
 		return unusableError{err}
 	}
 	return err
+}
+
+// permanent reports whether an error opening a filter will not go away by
+// waiting, only when someone acts: a corrupt snapshot, parameters that
+// conflict with the stored ones or that no filter can have, a Redis server
+// too old for the filters.
+func permanent(err error) bool {
+	var fe *config.FieldError
+	return errors.Is(err, dedup.ErrCorrupt) || errors.Is(err, dedup.ErrMismatch) || errors.Is(err, dedup.ErrInvalidParams) ||
+		errors.Is(err, dedup.ErrGuavaFormat) || errors.Is(err, dedup.ErrRedisTooOld) || errors.As(err, &fe)
 }
 
 // unusableError is an error that also matches frontier.ErrFilterUnusable.

@@ -193,8 +193,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopMark := context.AfterFunc(ctx, func() { w.state.Store(StateStopping) })
 	defer stopMark()
 	if w.rdb != nil {
+		// A Redis too old for the filters is refused before any work.
+		if err := w.untilRedis(ctx, "check the redis version", func(ctx context.Context) error { return dedup.CheckRedis(ctx, w.rdb) }); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 		for _, id := range w.Crawls {
-			if err := w.openFilter(ctx, id); err != nil {
+			if err := w.untilRedis(ctx, "open filter", func(ctx context.Context) error { return w.preopen(ctx, id) }); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -229,26 +236,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// openFilter opens a crawl's Redis filter, waiting while Redis is
-// unreachable.
-func (w *Worker) openFilter(ctx context.Context, crawl string) error {
+// untilRedis runs step (opening a crawl's Redis filter, checking the
+// server), waiting while Redis is unreachable. An error that waiting cannot
+// cure (permanent) is returned at once.
+func (w *Worker) untilRedis(ctx context.Context, what string, step func(context.Context) error) error {
 	wait := w.Config.Worker.BackoffMin
 	logged := false
 	for {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := w.preopen(octx, crawl)
+		err := step(octx)
 		cancel()
 		if err == nil {
 			if logged {
-				w.log().Info("filter opened")
+				w.log().Info("redis answered: " + what + " done")
 			}
 			return nil
 		}
-		if isPermanent(err) || ctx.Err() != nil {
-			return fmt.Errorf("open filter: %w", err)
+		if permanent(err) || ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if !logged {
-			w.log().Error("cannot open the filter yet: retrying", "error", err)
+			w.log().Error("cannot "+what+" yet: retrying", "error", err)
 			logged = true
 		}
 		t := time.NewTimer(wait)
@@ -260,12 +268,6 @@ func (w *Worker) openFilter(ctx context.Context, crawl string) error {
 		}
 		wait = min(2*wait, w.Config.Worker.BackoffMax)
 	}
-}
-
-// isPermanent reports whether an error opening the filter will not go away
-// by waiting: a parameter mismatch or invalid parameters.
-func isPermanent(err error) bool {
-	return errors.Is(err, dedup.ErrMismatch) || errors.Is(err, dedup.ErrInvalidParams)
 }
 
 // Close stops the worker and releases everything Open and Run acquired, in

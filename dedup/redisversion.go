@@ -1,0 +1,106 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MinRedisVersion is the oldest Redis server the Redis filters work with:
+// their read path is BITFIELD_RO, which Redis 6.0 introduced; an older
+// server answers every lookup with "unknown command", which a worker would
+// retry forever. Valkey reports a compatible redis_version and passes.
+const MinRedisVersion = "6.0.0"
+
+// ErrRedisTooOld is returned (inside a *RedisVersionError) when a Redis
+// server is older than MinRedisVersion.
+var ErrRedisTooOld = errors.New("dedup: redis server too old")
+
+// RedisVersionError names a server older than MinRedisVersion.
+type RedisVersionError struct {
+	// Addr is the server's address, Version what it reports.
+	Addr, Version string
+}
+
+func (e *RedisVersionError) Error() string {
+	return fmt.Sprintf("dedup: redis server %s is version %s; Sieve's filters need %s or newer (BITFIELD_RO)", e.Addr, e.Version, MinRedisVersion)
+}
+
+// Unwrap returns ErrRedisTooOld.
+func (e *RedisVersionError) Unwrap() error { return ErrRedisTooOld }
+
+// CheckRedis refuses, with a *RedisVersionError, a server (every master of
+// a cluster) whose INFO reports a version older than MinRedisVersion. A
+// server that refuses INFO is not refused. The Redis filters call it when
+// they open.
+func CheckRedis(ctx context.Context, c redis.UniversalClient) error {
+	check := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			return nil // INFO refused (a managed service may rename it): the server's own errors will tell
+		}
+		if err != nil {
+			return fmt.Errorf("dedup: redis %s: read its version: %w", c.Options().Addr, err)
+		}
+		v := infoField(info, "redis_version")
+		if v != "" && !versionAtLeast(v, MinRedisVersion) {
+			return &RedisVersionError{Addr: c.Options().Addr, Version: v}
+		}
+		return nil
+	}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		return check(ctx, c)
+	}
+	return nil // another client (a ring, a failover client): not checked
+}
+
+// infoField returns field's value in an INFO reply, or "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// versionAtLeast reports whether the dotted version v is min or newer; an
+// unreadable v is not.
+func versionAtLeast(v, min string) bool {
+	parse := func(s string) ([3]int, bool) {
+		var out [3]int
+		parts := strings.SplitN(s, ".", 3)
+		for i, p := range parts {
+			// "7.2.4-rc1" and the like: the leading digits count.
+			end := strings.IndexFunc(p, func(r rune) bool { return r < '0' || r > '9' })
+			if end >= 0 {
+				p = p[:end]
+			}
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return out, false
+			}
+			out[i] = n
+		}
+		return out, len(parts) >= 2
+	}
+	a, ok := parse(v)
+	b, _ := parse(min)
+	if !ok {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] > b[i]
+		}
+	}
+	return true
+}
