@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -107,6 +108,7 @@ func loadCA(path string) (*x509.CertPool, error) {
 // timeouts; the deadline leaves no time for that retry, while a broken
 // pooled connection (EOF) is still retried at once within it.
 func (r Redis) Client() (redis.UniversalClient, error) {
+	quietRedisLog.Do(func() { redis.SetLogger(redisLogger{}) })
 	if !r.Enabled() {
 		return nil, &FieldError{Field: "redis.url", Err: errors.New("not set (memory mode has no Redis client)")}
 	}
@@ -165,6 +167,31 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 	}
 	return c, nil
 }
+
+// quietRedisLog routes go-redis's own log lines ("failed to dial after 5
+// attempts", once per call while Redis is down) to slog at debug level: the
+// callers already report each failure, with its cause, once per outage.
+var quietRedisLog sync.Once
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, fmt.Sprintf(format, v...), "source", "go-redis")
+}
+
+// Ping checks that Redis answers, for a one-shot command, within a few
+// seconds; its error names the server and the cause.
+func (r Redis) Ping(ctx context.Context, c redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("connect to redis %s: %w", redactURLs(r.URL), err)
+	}
+	return nil
+}
+
+// redisPingTimeout bounds a one-shot command's first contact with Redis.
+const redisPingTimeout = 3 * time.Second
 
 // deadlineHook gives every command and pipeline a deadline d from its start
 // (or the caller's, if sooner). With ContextTimeoutEnabled the connection's

@@ -168,3 +168,33 @@ func TestNATSConnectOnce(t *testing.T) {
 		t.Errorf("ConnectOnce to nats-server %s = %v, want ErrServerTooOld", old.Version, err)
 	}
 }
+
+// TestRedisPing checks the one-shot commands' first contact with Redis: a
+// closed port fails within seconds naming the server and the cause, a real
+// server answers, and a password in the URL is not repeated.
+func TestRedisPing(t *testing.T) {
+	addr := natstest.ClosedAddr(t)
+	r := config.Redis{URL: "redis://:secret@" + addr, Timeout: 10 * time.Second}
+	c, err := r.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	err = r.Ping(context.Background(), c)
+	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("Ping to a closed port = %v, want an error naming %s and the cause, without the password", err, addr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Ping to a closed port took %v", d)
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	r = config.Redis{URL: srv.URL(), Timeout: 10 * time.Second}
+	if c, err = r.Client(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := r.Ping(context.Background(), c); err != nil {
+		t.Errorf("Ping to a real server: %v", err)
+	}
+}
