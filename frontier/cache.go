@@ -23,6 +23,7 @@ type seenCache struct {
 	seed     maphash.Seed
 	cur, old map[uint64]struct{}
 	half     int
+	epochs   sync.Map // crawl → uint64, bumped when the crawl is deleted
 }
 
 func newSeenCache(capacity int) *seenCache {
@@ -33,14 +34,39 @@ func newSeenCache(capacity int) *seenCache {
 	return &seenCache{seed: maphash.MakeSeed(), cur: make(map[uint64]struct{}, min(half, 1<<16)), half: half}
 }
 
-// hash is a candidate's key: its crawl and URL (a URL is seen per crawl).
+// hash is a candidate's key: its crawl, the crawl's epoch and the URL (a
+// URL is seen per crawl, and a crawl created again under a deleted one's id
+// is another crawl).
 func (c *seenCache) hash(cand candidate) uint64 {
+	var epoch uint64
+	if v, ok := c.epochs.Load(cand.crawl); ok {
+		epoch = v.(uint64)
+	}
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	h.WriteString(cand.crawl)
 	h.WriteByte(0)
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(epoch >> (8 * i))
+	}
+	h.Write(b[:])
 	h.WriteString(cand.url)
 	return h.Sum64()
+}
+
+// forget makes the cache forget every URL of crawl (it was deleted): the
+// crawl's entries are never matched again, and age out.
+func (c *seenCache) forget(crawl string) {
+	if c == nil {
+		return
+	}
+	for {
+		v, loaded := c.epochs.LoadOrStore(crawl, uint64(1))
+		if !loaded || c.epochs.CompareAndSwap(crawl, v, v.(uint64)+1) {
+			return
+		}
+	}
 }
 
 // known reports, for each candidate index in idx, whether the cache holds

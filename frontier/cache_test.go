@@ -49,3 +49,25 @@ func TestSeenCacheGenerations(t *testing.T) {
 		t.Errorf("disabled cache knows %d URLs", n)
 	}
 }
+
+// TestSeenCacheForget checks that forgetting a crawl (it was deleted) drops
+// its URLs and no other crawl's, and that the crawl remembers again after.
+func TestSeenCacheForget(t *testing.T) {
+	c := newSeenCache(100)
+	cands := []candidate{{url: "https://a.example/", crawl: "x"}, {url: "https://a.example/", crawl: "y"}}
+	both := []int{0, 1}
+	c.add(cands, both)
+	if got := c.known(cands, both); !got[0] || !got[1] {
+		t.Fatalf("known after add = %v", got)
+	}
+	c.forget("x")
+	if got := c.known(cands, both); got[0] || !got[1] {
+		t.Errorf("after forgetting crawl x: known = %v, want [false true]", got)
+	}
+	c.add(cands, []int{0})
+	if got := c.known(cands, both); !got[0] || !got[1] {
+		t.Errorf("after adding again: known = %v, want [true true]", got)
+	}
+	var none *seenCache
+	none.forget("x") // a worker without a cache
+}

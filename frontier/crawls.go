@@ -252,6 +252,33 @@ func (c *Crawls) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// WatchDeletes calls deleted with the id of every crawl deleted from now
+// on, until ctx ends (then it returns nil) or the watch fails. Workers use
+// it to drop a deleted crawl's open filter at once.
+func (c *Crawls) WatchDeletes(ctx context.Context, deleted func(id string)) error {
+	w, err := c.kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return fmt.Errorf("frontier: watch crawls: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("frontier: watch crawls: stopped")
+			}
+			if e != nil && (e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge) {
+				deleted(e.Key())
+			}
+		}
+	}
+}
+
 func isWrongSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||

@@ -608,6 +608,11 @@ func (w *Worker) unpark(crawl string) {
 	}
 }
 
+// ForgetCrawl tells the worker that crawl was deleted: the URLs its seen
+// cache holds for it are forgotten, so that a crawl created again under the
+// same id starts with nothing seen. (Its filter is the FilterSet's to drop.)
+func (w *Worker) ForgetCrawl(crawl string) { w.cache.forget(crawl) }
+
 // Expiring is implemented by a filter whose keys expire, such as a revisit
 // window: a Worker does not keep its URLs in the seen cache, which would
 // outlive them.

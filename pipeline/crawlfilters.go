@@ -166,9 +166,10 @@ type crawlFilters struct {
 	log    *slog.Logger
 	reg    func(ctx context.Context) (*frontier.Crawls, error)
 
-	mu     sync.Mutex
-	open   map[string]*crawlFilter
-	closed map[string]SnapshotStatus // closed filters' last snapshot status
+	mu      sync.Mutex
+	open    map[string]*crawlFilter
+	closed  map[string]SnapshotStatus // closed filters' last snapshot status
+	dropped []*crawlFilter            // deleted crawls' filters, closed unsaved once unused
 }
 
 // crawlFilter is one crawl's open (or opening, or closing) filter.
@@ -392,6 +393,50 @@ func (s *crawlFilters) readyFilters() map[string]*crawlFilter {
 	return out
 }
 
+// forget drops the open filter of a crawl that was deleted: a later
+// message of a crawl created again under the id opens a new one, and the
+// old one is closed without saving (its snapshot file, deleted with the
+// crawl, must not come back) once no batch uses it. Before, a deleted
+// crawl's filter stayed open until it had been idle for IdleFilter, and a
+// crawl created again meanwhile under the same id found its URLs seen.
+func (s *crawlFilters) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.open[id]
+	if e == nil || e.closing != nil {
+		return
+	}
+	delete(s.open, id)
+	delete(s.closed, id)
+	s.dropped = append(s.dropped, e)
+	s.log.Info("crawl deleted: its filter is dropped", "crawl", id)
+}
+
+// closeDropped closes, unsaved, the dropped filters no batch uses any more.
+func (s *crawlFilters) closeDropped() {
+	s.mu.Lock()
+	var done []*crawlFilter
+	kept := s.dropped[:0]
+	for _, e := range s.dropped {
+		select {
+		case <-e.ready:
+			if e.refs == 0 {
+				done = append(done, e)
+				continue
+			}
+		default:
+		}
+		kept = append(kept, e)
+	}
+	s.dropped = kept
+	s.mu.Unlock()
+	for _, e := range done {
+		if e.err == nil {
+			_ = e.f.Close()
+		}
+	}
+}
+
 // closeIdle saves and closes the filters unused since before now−idle.
 func (s *crawlFilters) closeIdle(ctx context.Context, now time.Time) {
 	var doomed []string
@@ -470,6 +515,7 @@ func (s *crawlFilters) loop(ctx context.Context, saveEvery time.Duration) {
 				}
 			}
 			s.closeIdle(ctx, now)
+			s.closeDropped()
 		}
 	}
 }
@@ -477,6 +523,7 @@ func (s *crawlFilters) loop(ctx context.Context, saveEvery time.Duration) {
 // closeAll saves and closes every open filter; Acquire must not be called
 // any more.
 func (s *crawlFilters) closeAll(ctx context.Context) error {
+	s.closeDropped()
 	s.mu.Lock()
 	open := s.open
 	s.open = map[string]*crawlFilter{}

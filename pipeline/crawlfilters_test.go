@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
@@ -85,13 +86,9 @@ func TestCrawlFilters(t *testing.T) {
 				cfg.Filter.SnapshotInterval = 20 * time.Millisecond
 			}
 			topo := cfg.Frontier.Topology()
-			ensure(t, js, topo)
+			crawls := ensure(t, js, topo)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			crawls, err := frontier.OpenCrawls(ctx, js, topo)
-			if err != nil {
-				t.Fatal(err)
-			}
 			def := frontier.CrawlSettings{ExpectURLs: 1000, FPP: 1e-6, Kind: "bloom"}
 			for id, st := range map[string]frontier.CrawlSettings{
 				"a":   {},
@@ -321,5 +318,92 @@ func TestWorkerParksUnusableCrawl(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestWorkerDropsDeletedCrawlFilter deletes a crawl while a worker has its
+// filter open, as `crawler delete-crawl` does (filter keys or snapshot file,
+// then the record), and creates it again under the same id: the worker
+// drops the old filter at once — the URL it held is new to the new crawl —
+// and a deleted in-memory filter's snapshot file does not come back. Before,
+// the old filter stayed open until idle for IdleFilter (10 minutes).
+func TestWorkerDropsDeletedCrawlFilter(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	js := nsrv.JetStream()
+	for _, where := range []string{"memory", "redis"} {
+		t.Run(where, func(t *testing.T) {
+			var rdb redis.UniversalClient
+			redisURL := ""
+			if where == "redis" {
+				srv := redistest.Start(t, redistest.Options{})
+				redisURL, rdb = srv.URL(), srv.Client()
+			}
+			cfg := testConfig(nsrv.URL(), redisURL)
+			cfg.Frontier.Prefix = "del" + where
+			if where == "memory" {
+				cfg.Filter.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
+				cfg.Filter.SnapshotInterval = 20 * time.Millisecond
+			}
+			topo := cfg.Frontier.Topology()
+			reg := ensure(t, js, topo)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			def := frontier.CrawlSettings{ExpectURLs: 1000, FPP: 1e-6, Kind: "bloom"}
+			if _, err := reg.Create(ctx, "d", frontier.CrawlSettings{}, def); err != nil {
+				t.Fatal(err)
+			}
+			w := &pipeline.Worker{Config: cfg}
+			stop := start(t, w)
+			status := func() frontier.Status { st, _ := w.Status(); return st }
+			publishIn(t, js, topo, "d", "/x")
+			waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			if st := status(); st.Totals.Admitted != 1 {
+				t.Fatalf("admitted %d, want 1", st.Totals.Admitted)
+			}
+			snap := pipeline.CrawlSnapshot(cfg.Filter.Snapshot, "d")
+			if where == "memory" {
+				waitFor(t, 10*time.Second, "the crawl's snapshot", func() bool { _, err := os.Stat(snap); return err == nil })
+			}
+
+			// Delete the crawl as delete-crawl does: its filter, then its record.
+			if where == "memory" {
+				if err := os.Remove(snap); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := dedup.DeleteRedis(ctx, rdb, cfg.Filter.Name+":d"); err != nil {
+				t.Fatal(err)
+			}
+			if err := reg.Delete(ctx, "d"); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the deleted crawl's filter dropped", func() bool {
+				for _, f := range w.CrawlFilters(ctx) {
+					if f.Crawl == "d" {
+						return false
+					}
+				}
+				return true
+			})
+			if where == "memory" {
+				time.Sleep(10 * cfg.Filter.SnapshotInterval)
+				if _, err := os.Stat(snap); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("the deleted crawl's snapshot came back: %v", err)
+				}
+			}
+
+			// The same id again: a new crawl, whose filter has never seen /x.
+			if _, err := reg.Create(ctx, "d", frontier.CrawlSettings{}, def); err != nil {
+				t.Fatal(err)
+			}
+			publishIn(t, js, topo, "d", "/x")
+			waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			if st := status(); st.Totals.Admitted+st.Totals.Republished != 2 {
+				t.Errorf("after the crawl was created again, /x was published %d times in all, want 2 (it is new to the new crawl); duplicates %d",
+					st.Totals.Admitted+st.Totals.Republished, st.Totals.Duplicates)
+			}
+			if err := stop(); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

@@ -230,10 +230,46 @@ func (w *Worker) Run(ctx context.Context) error {
 	var saving sync.WaitGroup
 	sctx, stopSaving := context.WithCancel(context.WithoutCancel(ctx))
 	saving.Go(func() { w.filters.loop(sctx, w.Config.Filter.SnapshotInterval) })
+	saving.Go(func() { w.watchDeletes(sctx) })
 	err = fw.Run(ctx)
 	stopSaving()
 	saving.Wait()
 	return err
+}
+
+// watchDeletes drops the filter of each crawl deleted while the worker
+// runs (crawlFilters.forget), re-watching after a failure until ctx ends.
+func (w *Worker) watchDeletes(ctx context.Context) {
+	wait := w.Config.Worker.BackoffMin
+	for ctx.Err() == nil {
+		reg, err := w.registry(ctx)
+		if err == nil {
+			err = reg.WatchDeletes(ctx, func(id string) {
+				w.filters.forget(id)
+				if fw := w.worker.Load(); fw != nil {
+					fw.ForgetCrawl(id)
+				}
+			})
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.log().Debug("watching for deleted crawls: retrying", "error", err)
+		if !pause(ctx, wait) {
+			return
+		}
+		wait = min(2*wait, w.Config.Worker.BackoffMax)
+	}
+}
+
+// pause waits for d or until ctx ends; it reports whether ctx is live.
+func pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // untilRedis runs step (opening a crawl's Redis filter, checking the
@@ -259,12 +295,8 @@ func (w *Worker) untilRedis(ctx context.Context, what string, step func(context.
 			w.log().Error("cannot "+what+" yet: retrying", "error", err)
 			logged = true
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, wait) {
 			return ctx.Err()
-		case <-t.C:
 		}
 		wait = min(2*wait, w.Config.Worker.BackoffMax)
 	}

@@ -111,7 +111,9 @@ func drained(js jetstream.JetStream, topo frontier.Topology) bool {
 	return natstest.Drained(js, topo.DiscoveredStream(), topo.Consumer())
 }
 
-func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) {
+// ensure creates the streams and the crawl registry, and returns the
+// registry.
+func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) *frontier.Crawls {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -119,9 +121,11 @@ func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) {
 		tb.Fatal(err)
 	}
 	// The crawl registry too: its stream's goroutines are the server's.
-	if _, err := frontier.OpenCrawls(ctx, js, topo); err != nil {
+	reg, err := frontier.OpenCrawls(ctx, js, topo)
+	if err != nil {
 		tb.Fatal(err)
 	}
+	return reg
 }
 
 // TestWorkerWithRedis runs a Worker on real NATS and Redis and reads what a
