@@ -365,6 +365,17 @@ func TestWorkerDropsDeletedCrawlFilter(t *testing.T) {
 				waitFor(t, 10*time.Second, "the crawl's snapshot", func() bool { _, err := os.Stat(snap); return err == nil })
 			}
 
+			// The worker watches the registry (an ordered consumer on its
+			// stream) before the crawl is deleted.
+			waitFor(t, 10*time.Second, "the worker watching the crawl registry", func() bool {
+				st, err := js.Stream(ctx, "KV_"+topo.CrawlsBucket())
+				if err != nil {
+					return false
+				}
+				info, err := st.Info(ctx)
+				return err == nil && info.State.Consumers > 0
+			})
+
 			// Delete the crawl as delete-crawl does: its filter, then its record.
 			if where == "memory" {
 				if err := os.Remove(snap); err != nil {
