@@ -283,9 +283,9 @@ func TestWorkerParksUnusableCrawl(t *testing.T) {
 	stop := start(t, w)
 
 	waitFor(t, 20*time.Second, "the good crawl's URLs", func() bool { return admittedIn(t, js, topo, "good") == 10 })
-	waitFor(t, 20*time.Second, "the bad crawl parked", func() bool {
+	waitFor(t, 20*time.Second, "the bad crawl parked and the good crawl's pages counted", func() bool {
 		st, _ := w.Status()
-		return st.Parked["bad"].Messages >= 10
+		return st.Parked["bad"].Messages >= 10 && st.Totals.Pages >= 10
 	})
 	st, _ := w.Status()
 	if p := st.Parked["bad"]; !strings.Contains(p.Error, corrupt) || !strings.Contains(p.Error, "corrupt") {
@@ -311,7 +311,10 @@ func TestWorkerParksUnusableCrawl(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "the repaired crawl's URLs", func() bool { return admittedIn(t, js, topo, "bad") == 10 })
-	waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+	waitFor(t, 20*time.Second, "drain and count", func() bool {
+		st, _ := w.Status()
+		return drained(js, topo) && st.Totals.Pages >= 20
+	})
 	st, _ = w.Status()
 	if len(st.Parked) != 0 || st.Totals.Pages != 20 || st.Totals.Admitted != 20 {
 		t.Errorf("after repair: parked %v, pages %d, admitted %d; want none, 20, 20", st.Parked, st.Totals.Pages, st.Totals.Admitted)
