@@ -358,8 +358,11 @@ func TestWorkerDropsDeletedCrawlFilter(t *testing.T) {
 			w := &pipeline.Worker{Config: cfg}
 			stop := start(t, w)
 			status := func() frontier.Status { st, _ := w.Status(); return st }
+			counted := func(pages int64) func() bool {
+				return func() bool { return drained(js, topo) && status().Totals.Pages >= pages }
+			}
 			publishIn(t, js, topo, "d", "/x")
-			waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			waitFor(t, 20*time.Second, "drain", counted(1))
 			if st := status(); st.Totals.Admitted != 1 {
 				t.Fatalf("admitted %d, want 1", st.Totals.Admitted)
 			}
@@ -410,7 +413,7 @@ func TestWorkerDropsDeletedCrawlFilter(t *testing.T) {
 				t.Fatal(err)
 			}
 			publishIn(t, js, topo, "d", "/x")
-			waitFor(t, 20*time.Second, "drain", func() bool { return drained(js, topo) })
+			waitFor(t, 20*time.Second, "drain", counted(2))
 			if st := status(); st.Totals.Admitted+st.Totals.Republished != 2 {
 				t.Errorf("after the crawl was created again, /x was published %d times in all, want 2 (it is new to the new crawl); duplicates %d",
 					st.Totals.Admitted+st.Totals.Republished, st.Totals.Duplicates)
