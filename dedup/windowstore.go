@@ -108,8 +108,11 @@ func cuckooWindowOptions(w WindowOptions, gen CuckooOptions) (WindowOptions, Cuc
 // sized as they are. The clock defaults to the Redis server's
 // (NewRedisClock), so every process agrees on the generations. An expired
 // generation's keys are deleted by the first process that sees it expire.
+// With gen.Existing the window must exist (else an error matching
+// ErrNotFound) and is only read: nothing is created or stored, and expired
+// generations are left for a writer to delete.
 func OpenRedisBloomWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, gen RedisBloomOptions) (*Window, error) {
-	return openRedisWindow(ctx, client, name, w, "bloom", gen.TargetFPP, DefaultRedisBloomFPP, func(w WindowOptions, target float64) func(context.Context, string) (generation, error) {
+	return openRedisWindow(ctx, client, name, w, "bloom", gen.Existing, gen.TargetFPP, DefaultRedisBloomFPP, func(w WindowOptions, target float64) func(context.Context, string) (generation, error) {
 		gen.TargetFPP = w.generationFPP(target)
 		return func(ctx context.Context, name string) (generation, error) {
 			f, err := OpenRedisBloom(ctx, client, name, gen)
@@ -124,9 +127,9 @@ func OpenRedisBloomWindow(ctx context.Context, client redis.UniversalClient, nam
 
 // OpenRedisCuckooWindow opens the revisit window named name in Redis, as
 // OpenRedisBloomWindow does, with RedisCuckoo generations (gen's TargetFPP,
-// 0 meaning 0.001, bounds the whole window).
+// 0 meaning 0.001, bounds the whole window; gen.Existing only reads).
 func OpenRedisCuckooWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, gen RedisCuckooOptions) (*Window, error) {
-	return openRedisWindow(ctx, client, name, w, "cuckoo", gen.Growth.TargetFPP, defaultTargetFPP, func(w WindowOptions, target float64) func(context.Context, string) (generation, error) {
+	return openRedisWindow(ctx, client, name, w, "cuckoo", gen.Existing, gen.Growth.TargetFPP, defaultTargetFPP, func(w WindowOptions, target float64) func(context.Context, string) (generation, error) {
 		gen.Growth.TargetFPP = w.generationFPP(target)
 		return func(ctx context.Context, name string) (generation, error) {
 			f, err := OpenRedisCuckoo(ctx, client, name, gen)
@@ -144,7 +147,7 @@ func OpenRedisCuckooWindow(ctx context.Context, client redis.UniversalClient, na
 // generation names).
 const redisWindowLayout = "1"
 
-func openRedisWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, kind string, target, defaultTarget float64,
+func openRedisWindow(ctx context.Context, client redis.UniversalClient, name string, w WindowOptions, kind string, existing bool, target, defaultTarget float64,
 	opener func(w WindowOptions, target float64) func(context.Context, string) (generation, error)) (*Window, error) {
 	wrap := func(err error) error { return fmt.Errorf("dedup: open redis %s window %q: %w", kind, name, err) }
 	if name == "" || strings.ContainsAny(name, "{}") {
@@ -153,11 +156,14 @@ func openRedisWindow(ctx context.Context, client redis.UniversalClient, name str
 	if err := CheckRedis(ctx, client); err != nil {
 		return nil, wrap(err)
 	}
-	s := &redisWindowStore{client: client, name: name}
+	s := &redisWindowStore{client: client, name: name, readOnly: existing}
 	// An existing window's parameters fill in those not given.
 	stored, err := redisMeta{key: s.metaKey(), name: name}.read(ctx, client)
 	if err != nil {
 		return nil, wrap(err)
+	}
+	if existing && stored == nil {
+		return nil, wrap(fmt.Errorf("%w: no window %q", ErrNotFound, name))
 	}
 	after := int64(w.After)
 	err = adoptStored(stored, storedParam{"after_ns", &after}, storedParam{"granularity", &w.Granularity}, storedParam{"target_fpp", &target})
@@ -183,7 +189,12 @@ func openRedisWindow(ctx context.Context, client redis.UniversalClient, name str
 		{"granularity", strconv.Itoa(w.Granularity)},
 		{"target_fpp", formatFloat(target)},
 	}}
-	if _, err := meta.ensure(ctx, client, false); err != nil {
+	if existing {
+		_, err = meta.check(stored, false)
+	} else {
+		_, err = meta.ensure(ctx, client, false)
+	}
+	if err != nil {
 		return nil, wrap(err)
 	}
 	return newWindow(w, target, kind, s, nil), nil
@@ -192,9 +203,10 @@ func openRedisWindow(ctx context.Context, client redis.UniversalClient, name str
 // redisWindowStore keeps a window's generations in Redis: generation e is a
 // filter named "<name>:gen:<e>".
 type redisWindowStore struct {
-	client redis.UniversalClient
-	name   string
-	create func(ctx context.Context, name string) (generation, error)
+	client   redis.UniversalClient
+	name     string
+	create   func(ctx context.Context, name string) (generation, error)
+	readOnly bool // opened Existing: drop deletes nothing
 }
 
 func (s *redisWindowStore) metaKey() string { return s.name + ":window" }
@@ -224,6 +236,9 @@ func (s *redisWindowStore) open(ctx context.Context, e int64, create bool) (gene
 // generations a crashed process left behind go too. A generation's keys are
 // its metadata "<name>:gen:<e>:meta" and its shards' "{<name>:gen:<e>:<j>}:…".
 func (s *redisWindowStore) drop(ctx context.Context, before int64) error {
+	if s.readOnly {
+		return nil
+	}
 	prefix := s.genPrefix()
 	patterns := []string{globEscape(prefix) + "*", "{" + globEscape(prefix) + "*"}
 	sweep := func(ctx context.Context, c redis.Cmdable) error {
@@ -298,6 +313,22 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// StoredRedisWindowKind returns the generations' kind of the revisit window
+// named name in Redis (see OpenRedisBloomWindow), "unknown" if it exists
+// but its kind cannot be told, or "" if there is none. It writes nothing.
+func StoredRedisWindowKind(ctx context.Context, client redis.UniversalClient, name string) (string, error) {
+	stored, err := redisMeta{key: (&redisWindowStore{name: name}).metaKey(), name: name}.read(ctx, client)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("dedup: %w", err)
+	case stored == nil:
+		return "", nil
+	case stored["kind"] == "":
+		return "unknown", nil
+	}
+	return stored["kind"], nil
 }
 
 // DefaultRedisClockResync is how often a RedisClock made by a window's
