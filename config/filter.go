@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,11 +57,37 @@ func (f Filter) Open(ctx context.Context, rdb redis.UniversalClient, policy stri
 }
 
 // OpenExisting opens the filter as Open does, but only if it exists, and
-// writes nothing: nothing is created, nothing stored is changed, and Force
-// is refused. A missing filter is an error matching dedup.ErrNotFound.
-// Read-only commands use it.
+// writes nothing: nothing is created, nothing stored is changed (not even
+// a revisit window's expired generations), and Force is refused. A missing
+// filter is an error matching dedup.ErrNotFound. Read-only commands use it.
+//
+// A revisit window stored under the name (a crawl created with
+// --revisit-after: in Redis the hash "<name>:window" and its generations,
+// in memory a window snapshot) is opened as a *dedup.Window, adopting its
+// stored window, granularity and rate; ReadWindow describes it. Open
+// refuses one: a window is written only by its crawl's workers and
+// commands, from the crawl's settings (pipeline.OpenCrawlFilter).
 func (f Filter) OpenExisting(ctx context.Context, rdb redis.UniversalClient, policy string) (SeenFilter, error) {
 	return f.open(ctx, rdb, policy, true, true)
+}
+
+// Exists reports whether a filter (or a revisit window) is stored where
+// the section says. It writes nothing.
+func (f Filter) Exists(ctx context.Context, rdb redis.UniversalClient) (bool, error) {
+	kind, _, err := f.storedKind(ctx, rdb)
+	return kind != "", err
+}
+
+// SizedByCrawl returns the section with filter.kind, filter.capacity and
+// filter.fpp no longer given explicitly, for a crawl's own filter: the
+// crawl's settings replace them when its filter is created
+// (pipeline.CrawlFilter), and an existing one adopts its stored values
+// whatever the section says, so a setting meant for every filter (such as
+// SIEVE_FILTER_CAPACITY in compose.yaml) cannot make a crawl's filter a
+// mismatch.
+func (f Filter) SizedByCrawl() Filter {
+	f.Given = slices.DeleteFunc(slices.Clone(f.Given), func(k string) bool { return k == "kind" || k == "capacity" || k == "fpp" })
+	return f
 }
 
 // creationOnly maps the section's keys that size a filter, which only apply
@@ -86,9 +114,12 @@ func (f Filter) open(ctx context.Context, rdb redis.UniversalClient, policy stri
 	for _, k := range f.Given {
 		given[k] = true
 	}
-	stored, err := f.storedKind(ctx, rdb)
+	stored, window, err := f.storedKind(ctx, rdb)
 	if err != nil {
 		return fail(err)
+	}
+	if window && !existing {
+		return fail(fmt.Errorf("%w: %q is a revisit window, opened for writing only with its crawl's settings", errWindow, f.Name))
 	}
 	switch {
 	case stored == "" && existing:
@@ -118,7 +149,12 @@ func (f Filter) open(ctx context.Context, rdb redis.UniversalClient, policy stri
 			}
 		}
 	}
-	sf, err := o.openKind(ctx, rdb, policy, existing)
+	var sf SeenFilter
+	if window {
+		sf, err = o.openWindow(ctx, rdb, policy)
+	} else {
+		sf, err = o.openKind(ctx, rdb, policy, existing)
+	}
 	var me *dedup.MismatchError
 	if stored == "" && retry && errors.As(err, &me) {
 		// Created by another process since it was looked for: adopt its
@@ -154,25 +190,75 @@ func (f Filter) open(ctx context.Context, rdb redis.UniversalClient, policy stri
 	return sf, nil
 }
 
+// errWindow is a revisit window opened for writing without its crawl's
+// settings.
+var errWindow = fmt.Errorf("%w: revisit window", dedup.ErrMismatch)
+
 // storedKind returns the kind of the filter stored where the section says,
 // "unknown" if it exists but its kind cannot be told, or "" if there is
-// none. It writes nothing.
-func (f Filter) storedKind(ctx context.Context, rdb redis.UniversalClient) (string, error) {
+// none, and whether it is a revisit window (of filters of that kind). It
+// writes nothing.
+func (f Filter) storedKind(ctx context.Context, rdb redis.UniversalClient) (kind string, window bool, err error) {
 	if rdb != nil {
-		return dedup.StoredRedisKind(ctx, rdb, f.Name)
+		kind, err := dedup.StoredRedisKind(ctx, rdb, f.Name)
+		if kind != "" || err != nil {
+			return kind, false, err
+		}
+		kind, err = dedup.StoredRedisWindowKind(ctx, rdb, f.Name)
+		return kind, kind != "", err
 	}
 	if f.Snapshot == "" {
-		return "", nil
+		return "", false, nil
 	}
 	if _, err := os.Stat(f.Snapshot); errors.Is(err, fs.ErrNotExist) {
-		return "", nil
+		return "", false, nil
 	} else if err != nil {
-		return "", err
+		return "", false, err
 	}
-	if k := snapshotKind(f.Snapshot); k != "" {
-		return k, nil
+	if k, window := snapshotKind(f.Snapshot); k != "" {
+		return k, window, nil
 	}
-	return "unknown", nil
+	return "unknown", false, nil
+}
+
+// openWindow opens the revisit window stored where the section says, only
+// reading it, with the section's values as they are (zero: the stored
+// value).
+func (f Filter) openWindow(ctx context.Context, rdb redis.UniversalClient, policy string) (SeenFilter, error) {
+	var w dedup.WindowOptions // the stored window's
+	g := f.growth()
+	switch {
+	case rdb != nil && f.Kind == "bloom":
+		return dedup.OpenRedisBloomWindow(ctx, rdb, f.Name, w, dedup.RedisBloomOptions{
+			InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening,
+			Shards: f.Shards, Policy: policy, Existing: true,
+		})
+	case rdb != nil && f.Kind == "cuckoo":
+		return dedup.OpenRedisCuckooWindow(ctx, rdb, f.Name, w, dedup.RedisCuckooOptions{
+			CuckooOptions: dedup.CuckooOptions{Growth: g, Policy: policy}, Shards: f.Shards, Existing: true,
+		})
+	case f.Kind == "bloom":
+		return dedup.LoadBloomWindow(ctx, f.Snapshot, w, dedup.ScalableOptions{Growth: g, Policy: policy})
+	case f.Kind == "cuckoo":
+		return dedup.LoadCuckooWindow(ctx, f.Snapshot, w, dedup.CuckooOptions{Growth: g, Policy: policy})
+	}
+	return nil, &FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
+}
+
+// ReadWindow describes sf's revisit window if it is one (a *dedup.Window,
+// as OpenExisting opens a stored window), else it returns nil.
+func ReadWindow(ctx context.Context, sf SeenFilter) (*WindowStats, error) {
+	w, ok := sf.(*dedup.Window)
+	if !ok {
+		return nil, nil
+	}
+	gens, err := w.Generations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o := w.Options()
+	g := time.Duration(o.Granularity)
+	return &WindowStats{After: o.After, Granularity: o.Granularity, Period: (o.After + g - 1) / g, Generations: gens}, nil
 }
 
 // openKind opens the filter of the section's kind with its values as they
@@ -246,22 +332,43 @@ func (e *kindError) Error() string {
 func (e *kindError) Unwrap() error { return dedup.ErrMismatch }
 
 // snapshotKind names the filter kind a snapshot file holds, from its magic
-// bytes (see dedup's snapshot formats), or "" if it is neither.
-func snapshotKind(path string) string {
+// bytes (see dedup's snapshot formats), or "" if it is neither, and whether
+// it is a revisit window's (whose header's kind byte names its
+// generations': 1 Bloom, 2 cuckoo).
+func snapshotKind(path string) (kind string, window bool) {
 	file, err := os.Open(path)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer file.Close()
-	var magic [8]byte
-	if _, err := io.ReadFull(file, magic[:]); err != nil {
-		return ""
+	var head [11]byte
+	if _, err := io.ReadFull(file, head[:8]); err != nil {
+		return "", false
 	}
-	switch string(magic[:]) {
+	switch string(head[:8]) {
 	case "SIEVEBF\n":
-		return "bloom"
+		return "bloom", false
 	case "SIEVECKO":
-		return "cuckoo"
+		return "cuckoo", false
+	case "SIEVEWIN":
+		if _, err := io.ReadFull(file, head[8:]); err != nil {
+			return "", true
+		}
+		return map[byte]string{1: "bloom", 2: "cuckoo"}[head[10]], true
 	}
-	return ""
+	return "", false
+}
+
+// WindowStats describes a revisit window (dedup.Window): its parameters and
+// its live generations, oldest first.
+type WindowStats struct {
+	// After is the window D: a key is seen for at least D after it was
+	// admitted.
+	After time.Duration `json:"after_ns"`
+	// Granularity is g: a key is new again by D·(1+1/g).
+	Granularity int `json:"granularity"`
+	// Period is how long each generation takes keys: L = ceil(D/g).
+	Period time.Duration `json:"period_ns"`
+	// Generations are the live generations that exist.
+	Generations []dedup.GenerationStats `json:"generations"`
 }

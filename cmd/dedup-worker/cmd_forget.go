@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/normalize"
 )
 
@@ -43,8 +45,8 @@ func cmdForget(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		return exitFail
 	}
 	crawl := crawlOf(fs)
-	forCrawl(cfg, crawl)
-	if cfg.Filter.Kind != "cuckoo" && slices.Contains(cfg.Filter.Given, "kind") {
+	// A crawl's filter is of the crawl's kind, whatever filter.kind says.
+	if crawl == "" && cfg.Filter.Kind != "cuckoo" && slices.Contains(cfg.Filter.Given, "kind") {
 		fmt.Fprintf(e.stderr, "dedup-worker forget: filter %q is of kind %s; %s.\n", cfg.Filter.Name, cfg.Filter.Kind, cannotForget)
 		return exitUsage
 	}
@@ -62,7 +64,7 @@ func cmdForget(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	t := tools{crawl: crawl}
+	t := tools{crawl: crawl, writes: true}
 	if err := t.open(ctx, cfg, n.Version(), false); err != nil {
 		return fail(err)
 	}
@@ -83,6 +85,10 @@ func cmdForget(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		}
 		return held, err
 	})
+	if errors.Is(err, dedup.ErrCannotForget) { // a revisit window of Bloom filters
+		fmt.Fprintf(e.stderr, "dedup-worker forget: filter %q: %s.\n", cfg.Filter.Name, cannotForget)
+		return exitUsage
+	}
 	if err != nil {
 		return fail(err)
 	}

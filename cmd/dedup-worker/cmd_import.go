@@ -19,14 +19,18 @@ import (
 
 // tools are the connections of a one-shot command.
 type tools struct {
-	crawl  string // the crawl whose filter it is, if one was named (forCrawl)
+	crawl  string // the crawl whose filter it is, if one was named (--crawl)
+	writes bool   // the command writes the filter (import, forget)
 	rdb    redis.UniversalClient
 	filter seenFilter // nil if it does not exist (and create was false)
 	rec    statsStore
 }
 
 // open connects to Redis (if configured) and opens the filter; with create
-// it makes a missing filter, else it leaves t.filter nil.
+// it makes a missing filter, else it leaves t.filter nil. A command that
+// writes a crawl's filter opens it by the crawl's settings (openCrawl),
+// from the section as configured; one that reads it, as stored, from the
+// section named for the crawl (forCrawl).
 func (t *tools) open(ctx context.Context, cfg *config.Config, policy string, create bool) error {
 	if cfg.Redis.Enabled() {
 		rdb, err := cfg.Redis.Client()
@@ -42,9 +46,12 @@ func (t *tools) open(ctx context.Context, cfg *config.Config, policy string, cre
 		t.rec = stats.NewMemory()
 	}
 	var err error
-	if create {
+	switch {
+	case t.crawl != "" && t.writes:
+		err = t.openCrawl(ctx, cfg, policy, create)
+	case create:
 		t.filter, err = cfg.Filter.Open(ctx, t.rdb, policy)
-	} else {
+	default: // the section already names a crawl's filter (forCrawl)
 		t.filter, err = openExisting(ctx, cfg, t.rdb, policy, t.crawl)
 	}
 	if err != nil {
@@ -108,9 +115,7 @@ func cmdImport(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		}
 		in = f
 	}
-	crawl := crawlOf(fs)
-	forCrawl(cfg, crawl)
-	t := tools{crawl: crawl}
+	t := tools{crawl: crawlOf(fs), writes: true}
 	if err := t.open(ctx, cfg, n.Version(), true); err != nil {
 		return fail(err)
 	}

@@ -129,6 +129,8 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 			rep.fail("filter", ferr)
 		case f == nil:
 			rep.fail("filter", errors.New("no filter yet (no worker has run)"))
+		default:
+			rep.addWindow(ctx, f)
 		}
 		if nerr != nil {
 			rep.fail("streams", nerr)
@@ -139,16 +141,20 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 			return exitFail
 		}
 	}
+	code := exitOK
+	if _, bad := rep.Errors["filter"]; bad && crawl != "" {
+		code = exitFail // the filter asked for is the report's point
+	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			return exitFail
 		}
-		return exitOK
+		return code
 	}
 	printReport(e.stdout, rep, time.Now())
-	return exitOK
+	return code
 }
 
 // statsURL turns a listen address into the URL of its /stats.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/redistest"
 )
 
@@ -20,6 +22,10 @@ import (
 // error naming the flag; check and stats write nothing.
 func TestCrawlFlag(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
+	ns := natstest.Start(t, natstest.Options{})
+	for _, c := range []struct{ crawl, kind string }{{"a", "bloom"}, {"b", "bloom"}, {"c", "cuckoo"}} {
+		registerCrawl(t, ns, c.crawl, frontier.CrawlSettings{ExpectURLs: 1000, FPP: 0.01, Kind: c.kind, Scope: "host"})
+	}
 	dir := t.TempDir()
 	type place struct {
 		make  map[string]string // the environment import creates the filters with
@@ -29,13 +35,13 @@ func TestCrawlFlag(t *testing.T) {
 	}
 	places := map[string]place{
 		"redis": {
-			make:  map[string]string{"SIEVE_REDIS_URL": srv.URL()},
-			env:   map[string]string{"SIEVE_REDIS_URL": srv.URL()},
+			make:  map[string]string{"SIEVE_REDIS_URL": srv.URL(), "SIEVE_NATS_URL": ns.URL()},
+			env:   map[string]string{"SIEVE_REDIS_URL": srv.URL(), "SIEVE_NATS_URL": ns.URL()},
 			state: func() map[string]string { return redistest.Dump(t, srv.Client()) },
 		},
 		"data dir": {
-			make: map[string]string{"SIEVE_FILTER_SNAPSHOT": filepath.Join(dir, "seen.bloom"), "SIEVE_HTTP_ADDR": ""},
-			env:  map[string]string{"SIEVE_HTTP_ADDR": ""},
+			make: map[string]string{"SIEVE_FILTER_SNAPSHOT": filepath.Join(dir, "seen.bloom"), "SIEVE_HTTP_ADDR": "", "SIEVE_NATS_URL": ns.URL()},
+			env:  map[string]string{"SIEVE_HTTP_ADDR": "", "SIEVE_NATS_URL": ns.URL()},
 			args: []string{"--data-dir", dir},
 			state: func() map[string]string {
 				out := map[string]string{}
@@ -55,7 +61,7 @@ func TestCrawlFlag(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, c := range []struct{ crawl, kind string }{{"a", "bloom"}, {"b", "bloom"}, {"c", "cuckoo"}} {
 				u := "https://" + c.crawl + ".example/\n"
-				code, out, errOut := runCLI(t, u, pl.make, "import", "--crawl", c.crawl, "--filter-kind", c.kind, "--filter-capacity", "1000", "-")
+				code, out, errOut := runCLI(t, u, pl.make, "import", "--crawl", c.crawl, "-")
 				if code != exitOK || !strings.Contains(out, "1 new") {
 					t.Fatalf("import --crawl %s: exit %d, %q, %q", c.crawl, code, out, errOut)
 				}
@@ -91,9 +97,9 @@ func TestCrawlFlag(t *testing.T) {
 				{"check a bad id", []string{"check", "--crawl", "a b", "https://a.example/"}, exitUsage, "-crawl"},
 				{"stats b", []string{"stats", "--json", "--crawl", "b"}, exitOK, `"kind": "bloom"`},
 				{"stats c", []string{"stats", "--json", "--crawl", "c"}, exitOK, `"kind": "cuckoo"`},
-				{"stats an unknown crawl", []string{"stats", "--json", "--crawl", "zz"}, -1, "no filter exists for crawl"},
+				{"stats an unknown crawl", []string{"stats", "--json", "--crawl", "zz"}, exitFail, "no filter exists for crawl"},
 				{"forget from a Bloom filter", []string{"forget", "--crawl", "a", "https://a.example/"}, exitUsage, "cannot forget"},
-				{"forget from an unknown crawl", []string{"forget", "--crawl", "zz", "https://a.example/"}, exitFail, `no filter exists for crawl "zz"`},
+				{"forget from an unknown crawl", []string{"forget", "--crawl", "zz", "https://a.example/"}, exitFail, `crawl "zz" does not exist`},
 			} {
 				code, out, errOut := runCLI(t, "", pl.env, at(tt.args, pl.args)...)
 				if name == "data dir" && tt.args[0] == "forget" {

@@ -133,5 +133,6 @@ func snapshotReport(ctx context.Context, cfg *config.Config, dir, crawl string) 
 		return rep, err
 	}
 	rep.Filter = &s
+	rep.addWindow(ctx, f)
 	return rep, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/stats"
@@ -27,6 +28,9 @@ type report struct {
 	Shared *stats.Snapshot `json:"shared,omitempty"`
 	// Filter is the filter's health.
 	Filter *dedup.Stats `json:"filter,omitempty"`
+	// Window is the filter's revisit window, if it has one (only with
+	// --crawl: a crawl created with --revisit-after).
+	Window *config.WindowStats `json:"window,omitempty"`
 	// Streams is the queues' state.
 	Streams *streams `json:"streams,omitempty"`
 	// Errors says why a part is missing.
@@ -41,6 +45,15 @@ func (r *report) fail(part string, err error) {
 		r.Errors = map[string]string{}
 	}
 	r.Errors[part] = err.Error()
+}
+
+// addWindow adds f's revisit window to the report, if it is one.
+func (r *report) addWindow(ctx context.Context, f seenFilter) {
+	w, err := config.ReadWindow(ctx, f)
+	if err != nil {
+		r.fail("window", err)
+	}
+	r.Window = w
 }
 
 // gather builds a report from whichever sources are given (nil ones are
@@ -129,6 +142,15 @@ func printReport(w io.Writer, r report, now time.Time) {
 		}
 		if f.NextLayerCapacity > 0 {
 			fmt.Fprintf(tw, "  next layer\t%s items\n", num(int64(f.NextLayerCapacity)))
+		}
+	}
+	if w := r.Window; w != nil {
+		fmt.Fprintf(tw, "\nREVISIT WINDOW\t%v, granularity %d\t(a URL is new again %v to %v after it was admitted)\n",
+			w.After, w.Granularity, w.After, w.After+w.Period)
+		fmt.Fprintf(tw, "  period\t%v per generation\t%d live\n", w.Period, len(w.Generations))
+		for _, g := range w.Generations {
+			fmt.Fprintf(tw, "  generation %d\tfrom %s\texpires %s\t%s items\t%s\n", g.Epoch, g.Start.Format(time.RFC3339),
+				g.Expires.Format(time.RFC3339), num(int64(g.Stats.Items)), bytesText(g.Stats.MemoryBytes))
 		}
 	}
 	if s := r.Streams; s != nil {
