@@ -109,8 +109,13 @@ type crawlRow struct {
 	// stats: redis.url set).
 	Counts *stats.CrawlCounts `json:"counts,omitempty"`
 	// Filter is the crawl's filter in Redis, read without writing (none
-	// in memory mode, for a revisit window, or before its first URL).
+	// in memory mode, or before its first URL).
 	Filter *dedup.Stats `json:"filter,omitempty"`
+	// Window is the crawl's revisit window, if it has one: its period and
+	// live generations.
+	Window *config.WindowStats `json:"window,omitempty"`
+	// FilterError says why a filter that exists could not be read.
+	FilterError string `json:"filter_error,omitempty"`
 }
 
 // crawlsCommand lists the crawls on the pipeline with their settings and
@@ -153,8 +158,10 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		if cc, ok := counts[c.ID]; ok {
 			r.Counts = &cc
 		}
-		if rdb != nil && c.Settings.RevisitAfter == 0 {
-			r.Filter = redisFilterStats(ctx, s, rdb, c)
+		if rdb != nil {
+			if err := r.readFilter(ctx, s, rdb); err != nil {
+				r.FilterError = err.Error()
+			}
 		}
 		if r.Queued, err = countSubject(ctx, js, topo.FrontierStream(), topo.Prefix+".frontier."+c.ID+".>"); err != nil {
 			return err
@@ -186,7 +193,12 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 			admitted, dups = fmt.Sprint(r.Counts.Admitted), fmt.Sprint(r.Counts.Duplicates)
 		}
 		filter := "-"
-		if f := r.Filter; f != nil {
+		switch f, w := r.Filter, r.Window; {
+		case r.FilterError != "":
+			filter = "cannot be read: " + r.FilterError
+		case w != nil && f != nil:
+			filter = fmt.Sprintf("%d URLs, %d generation(s) of %v, %d bytes, est. FPP %.2g", f.Items, len(w.Generations), w.Period, f.MemoryBytes, f.EstimatedFPP)
+		case f != nil:
 			filter = fmt.Sprintf("%d URLs, %d layer(s), %d bytes, est. FPP %.2g", f.Items, len(f.Layers), f.MemoryBytes, f.EstimatedFPP)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", r.ID, created, orDash(st.ExpectURLs != 0, fmt.Sprint(st.ExpectURLs)),
@@ -196,25 +208,32 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 	return tw.Flush()
 }
 
-// redisFilterStats reads the crawl's filter in Redis without writing; nil
-// if it has none yet or cannot be read.
-func redisFilterStats(ctx context.Context, s settings, rdb redis.UniversalClient, c frontier.Crawl) *dedup.Stats {
+// readFilter reads the crawl's filter in Redis, or its revisit window,
+// without writing, as it is stored (whatever filter.kind, capacity and fpp
+// say: config.SizedByCrawl). A crawl without a filter yet has none; an
+// error says why one that exists cannot be read.
+func (r *crawlRow) readFilter(ctx context.Context, s settings, rdb redis.UniversalClient) error {
 	canon, err := s.Normalize.Normalizer()
 	if err != nil {
-		return nil
+		return err
 	}
-	fc := pipeline.CrawlFilter(s.Filter, c.ID, c.Settings)
+	fc := pipeline.CrawlFilter(s.Filter.SizedByCrawl(), r.ID, r.Settings)
 	fc.Log = slog.New(slog.DiscardHandler) // its notes are for commands that write
 	f, err := fc.OpenExisting(ctx, rdb, canon.Version())
-	if err != nil {
+	if errors.Is(err, dedup.ErrNotFound) {
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	defer f.Close()
 	st, err := f.Stats(ctx)
 	if err != nil {
-		return nil
+		return err
 	}
-	return &st
+	r.Filter = &st
+	r.Window, err = config.ReadWindow(ctx, f)
+	return err
 }
 
 func orDash(ok bool, s string) string {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,7 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/redistest"
 	"github.com/sievecrawl/sieve/testsite"
@@ -207,5 +212,111 @@ func TestDeleteRedisFilter(t *testing.T) {
 				t.Errorf("the other filter after deleting: %v, %v", seen, err)
 			}
 		})
+	}
+}
+
+// TestCrawlsFilterColumn lists crawls whose filters a worker made in Redis:
+// a plain filter shows its URLs; a revisit window its URLs, generations and
+// period (it showed nothing); a crawl without a filter yet "-"; a filter
+// that cannot be read says why instead of looking like none. Listing writes
+// nothing to Redis, and the generic filter settings (filter.kind, capacity,
+// fpp, as compose.yaml gives them) do not make any crawl's filter a
+// mismatch.
+func TestCrawlsFilterColumn(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := natstest.Start(t, natstest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reg, err := frontier.OpenCrawls(ctx, ns.JetStream(), frontier.Topology{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon, err := config.Default().Normalize.Normalizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := config.Default().Filter
+	worker.Log = slog.New(slog.DiscardHandler)
+	crawls := []struct {
+		id     string
+		st     frontier.CrawlSettings
+		policy string // the filter's normalization policy; "" for no filter
+	}{
+		{"plain", frontier.CrawlSettings{ExpectURLs: 2000, FPP: 0.001, Kind: "bloom", Scope: "host"}, canon.Version()},
+		{"window", frontier.CrawlSettings{ExpectURLs: 2000, FPP: 0.001, RevisitAfter: time.Hour, Granularity: 4, Kind: "cuckoo", Scope: "host"}, canon.Version()},
+		{"empty", frontier.CrawlSettings{ExpectURLs: 2000, FPP: 0.001, Kind: "bloom", Scope: "host"}, ""},
+		// Filled under another normalization policy: the workers refuse it.
+		{"stale", frontier.CrawlSettings{ExpectURLs: 2000, FPP: 0.001, Kind: "bloom", Scope: "host"}, "v0-test"},
+	}
+	for _, c := range crawls {
+		if _, err := reg.Create(ctx, c.id, c.st, frontier.CrawlSettings{}); err != nil {
+			t.Fatal(err)
+		}
+		if c.policy == "" {
+			continue
+		}
+		f, err := pipeline.OpenCrawlFilter(ctx, pipeline.CrawlFilter(worker, c.id, c.st), c.st, srv.Client(), c.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.TestAndAdd(ctx, [][]byte{[]byte("https://a.example/"), []byte("https://b.example/")}); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+
+	s := loadSettings(t, "--nats-url", ns.URL(), "--redis-url", srv.URL(), "--filter-kind", "bloom", "--filter-capacity", "10000000", "--filter-fpp", "0.000001")
+	before := redistest.Dump(t, srv.Client())
+	var out strings.Builder
+	if err := crawlsCommand(ctx, s, true, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rows []crawlRow
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) != len(crawls) {
+		t.Fatalf("crawls --json: %v\n%s", err, out.String())
+	}
+	byID := map[string]crawlRow{}
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	for _, tt := range []struct {
+		id      string
+		items   uint64 // 0: no filter shown
+		window  bool
+		errText string
+	}{
+		{"plain", 2, false, ""},
+		{"window", 2, true, ""},
+		{"empty", 0, false, ""},
+		{"stale", 0, false, "v0-test"},
+	} {
+		r := byID[tt.id]
+		switch {
+		case tt.items != 0 && (r.Filter == nil || r.Filter.Items != tt.items):
+			t.Errorf("crawl %s: filter %+v (error %q); want %d URLs", tt.id, r.Filter, r.FilterError, tt.items)
+		case tt.items == 0 && r.Filter != nil:
+			t.Errorf("crawl %s: filter %+v; want none", tt.id, r.Filter)
+		case (r.Window != nil) != tt.window:
+			t.Errorf("crawl %s: window %+v; want one: %v", tt.id, r.Window, tt.window)
+		case tt.window && (r.Window.Period != 15*time.Minute || len(r.Window.Generations) != 1):
+			t.Errorf("crawl %s: window %+v; want period 15m, 1 generation", tt.id, r.Window)
+		case !strings.Contains(r.FilterError, tt.errText) || (tt.errText == "") != (r.FilterError == ""):
+			t.Errorf("crawl %s: filter error %q; want %q", tt.id, r.FilterError, tt.errText)
+		}
+	}
+	out.Reset()
+	if err := crawlsCommand(ctx, s, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		t.Log(out.String())
+	}
+	for _, want := range []string{"2 URLs, 1 generation(s) of 15m0s", "cannot be read:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("crawler crawls lacks %q:\n%s", want, out.String())
+		}
+	}
+	if after := redistest.Dump(t, srv.Client()); !maps.Equal(before, after) {
+		t.Error("crawler crawls changed what Redis stores")
 	}
 }
