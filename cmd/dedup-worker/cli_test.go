@@ -80,6 +80,10 @@ func TestCLIUsage(t *testing.T) {
 		{name: "invalid config names the field", args: []string{"run"}, env: map[string]string{"SIEVE_FILTER_FPP": "2"},
 			wantCode: exitUsage, wantInErr: "filter.fpp"},
 		{name: "import needs a file", args: []string{"import"}, wantCode: exitUsage, wantInErr: "FILE"},
+		// It printed nothing and exited 0, as if every URL had been
+		// answered.
+		{name: "check without URLs", args: []string{"check", "--crawl", "a"}, env: map[string]string{"SIEVE_REDIS_URL": "redis://127.0.0.1:1"},
+			wantCode: exitUsage, wantInErr: "no URLs given"},
 		{name: "check in memory mode without a snapshot", args: []string{"check", "https://example.com/"},
 			wantCode: exitFail, wantInErr: "redis.url"},
 	}

@@ -12,7 +12,8 @@ import (
 // cmdCheck is "dedup-worker check": for each URL, "seen" or "new" and its
 // canonical form, tab-separated, or "rejected <reason>" and the input. It
 // adds nothing to the filter. With --crawl it answers from that crawl's
-// own filter, which must exist. It exits 1 if any URL was rejected.
+// own filter, which must exist. It exits 1 if any URL was rejected, 2 if
+// none was given.
 func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int {
 	fail := func(err error) int {
 		fmt.Fprintf(e.stderr, "dedup-worker check: %v\n", err)
@@ -25,6 +26,10 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	urls, err := inputs(fs, e.stdin)
 	if err != nil {
 		return fail(err)
+	}
+	if len(urls) == 0 {
+		fmt.Fprintln(e.stderr, "dedup-worker check: no URLs given (as arguments or on stdin)")
+		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

@@ -141,6 +141,7 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 			return exitFail
 		}
 	}
+	rep.Crawl = crawl
 	code := exitOK
 	if _, bad := rep.Errors["filter"]; bad && crawl != "" {
 		code = exitFail // the filter asked for is the report's point

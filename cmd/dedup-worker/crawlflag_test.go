@@ -2,7 +2,6 @@ package main
 
 import (
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,21 +39,10 @@ func TestCrawlFlag(t *testing.T) {
 			state: func() map[string]string { return redistest.Dump(t, srv.Client()) },
 		},
 		"data dir": {
-			make: map[string]string{"SIEVE_FILTER_SNAPSHOT": filepath.Join(dir, "seen.bloom"), "SIEVE_HTTP_ADDR": "", "SIEVE_NATS_URL": ns.URL()},
-			env:  map[string]string{"SIEVE_HTTP_ADDR": "", "SIEVE_NATS_URL": ns.URL()},
-			args: []string{"--data-dir", dir},
-			state: func() map[string]string {
-				out := map[string]string{}
-				files, _ := filepath.Glob(filepath.Join(dir, "*"))
-				for _, f := range files {
-					data, err := os.ReadFile(f)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out[filepath.Base(f)] = string(data)
-				}
-				return out
-			},
+			make:  map[string]string{"SIEVE_FILTER_SNAPSHOT": filepath.Join(dir, "seen.bloom"), "SIEVE_HTTP_ADDR": "", "SIEVE_NATS_URL": ns.URL()},
+			env:   map[string]string{"SIEVE_HTTP_ADDR": "", "SIEVE_NATS_URL": ns.URL()},
+			args:  []string{"--data-dir", dir},
+			state: func() map[string]string { return files(t, dir) },
 		},
 	}
 	for name, pl := range places {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,15 +56,7 @@ func TestImportByCrawlSettings(t *testing.T) {
 			} else {
 				env["SIEVE_FILTER_SNAPSHOT"] = filepath.Join(dir, "seen.bloom")
 				f.Snapshot = env["SIEVE_FILTER_SNAPSHOT"]
-				state = func() map[string]string {
-					out := map[string]string{}
-					files, _ := filepath.Glob(filepath.Join(dir, "*"))
-					for _, f := range files {
-						data, _ := os.ReadFile(f)
-						out[filepath.Base(f)] = string(data)
-					}
-					return out
-				}
+				state = func() map[string]string { return files(t, dir) }
 			}
 			for id, st := range crawls {
 				u := "https://" + id + ".example/"

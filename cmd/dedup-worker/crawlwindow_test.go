@@ -19,6 +19,7 @@ import (
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/redistest"
+	"github.com/sievecrawl/sieve/stats"
 )
 
 // registerCrawl records a crawl with settings in the registry of the NATS
@@ -95,9 +96,25 @@ func expired(tb testing.TB, rdb redis.UniversalClient, name string) {
 	}
 }
 
+// files reads every file in dir, by name.
+func files(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	out := map[string]string{}
+	names, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range names {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[filepath.Base(f)] = string(data)
+	}
+	return out
+}
+
 // TestCrawlWindowReadOnly: check and stats --crawl on a crawl created with a
 // revisit window (crawler seed --revisit-after) answer from the window's
-// generations, in Redis and in a snapshot file: seen / new as the worker's
+// generations, in Redis, in a snapshot file and in an embedded crawl's data
+// dir: seen / new as the worker's
 // window holds them, its stats with the window (generations, period,
 // memory), and write nothing (not even delete a generation long expired).
 func TestCrawlWindowReadOnly(t *testing.T) {
@@ -111,23 +128,16 @@ func TestCrawlWindowReadOnly(t *testing.T) {
 		places := map[string]struct {
 			redis string
 			env   map[string]string
+			args  []string // after the command's name
 			state func() map[string]string
 		}{
-			"redis": {srv.URL(), map[string]string{"SIEVE_REDIS_URL": srv.URL(), "SIEVE_NATS_URL": ns.URL()},
+			"redis": {srv.URL(), map[string]string{"SIEVE_REDIS_URL": srv.URL(), "SIEVE_NATS_URL": ns.URL()}, nil,
 				func() map[string]string { return redistest.Dump(t, srv.Client()) }},
 			"snapshot": {"", map[string]string{"SIEVE_FILTER_SNAPSHOT": filepath.Join(dir, "seen.bloom"), "SIEVE_HTTP_ADDR": "",
-				"SIEVE_NATS_URL": ns.URL()}, func() map[string]string {
-				out := map[string]string{}
-				files, _ := filepath.Glob(filepath.Join(dir, "*"))
-				for _, f := range files {
-					data, err := os.ReadFile(f)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out[filepath.Base(f)] = string(data)
-				}
-				return out
-			}},
+				"SIEVE_NATS_URL": ns.URL()}, nil, func() map[string]string { return files(t, dir) }},
+			// An embedded crawl's data dir: seen.<crawl>.bloom.
+			"data dir": {"", map[string]string{"SIEVE_HTTP_ADDR": ""}, []string{"--data-dir", dir},
+				func() map[string]string { return files(t, dir) }},
 		}
 		for name, pl := range places {
 			t.Run(kind+" "+name, func(t *testing.T) {
@@ -137,17 +147,22 @@ func TestCrawlWindowReadOnly(t *testing.T) {
 				}
 				workerAdds(t, f, pl.redis, crawl, st, "https://a.example/")
 				if pl.redis != "" {
+					var d stats.Delta
+					d.CountCrawl(crawl, stats.CrawlCounts{Links: 3, Admitted: 1, Duplicates: 2})
+					if err := stats.NewRedis(srv.Client(), "sieve").Add(context.Background(), d); err != nil {
+						t.Fatal(err)
+					}
 					// A generation that expired long ago, left by workers
 					// that stopped: a reader leaves it for a writer to
 					// delete.
 					expired(t, srv.Client(), f.Name+":"+crawl+":gen:5")
 				}
 				before := pl.state()
-				code, out, errOut := runCLI(t, "", pl.env, "check", "--crawl", crawl, "https://a.example/", "https://b.example/")
+				code, out, errOut := runCLI(t, "", pl.env, at([]string{"check", "--crawl", crawl, "https://a.example/", "https://b.example/"}, pl.args)...)
 				if want := "seen\thttps://a.example/\nnew\thttps://b.example/\n"; code != exitOK || out != want {
 					t.Errorf("check --crawl %s: exit %d, stdout %q, stderr %q; want %q", crawl, code, out, errOut, want)
 				}
-				code, out, errOut = runCLI(t, "", pl.env, "stats", "--json", "--crawl", crawl)
+				code, out, errOut = runCLI(t, "", pl.env, at([]string{"stats", "--json", "--crawl", crawl}, pl.args)...)
 				var rep report
 				if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil {
 					t.Fatalf("stats --json --crawl %s: exit %d (%v), stdout %q, stderr %q", crawl, code, err, out, errOut)
@@ -158,8 +173,12 @@ func TestCrawlWindowReadOnly(t *testing.T) {
 				if w := rep.Window; w == nil || w.After != time.Hour || w.Granularity != 4 || w.Period != 15*time.Minute || len(w.Generations) != 1 {
 					t.Errorf("stats --crawl %s: window %+v; want 1h, g=4, period 15m, 1 generation", crawl, w)
 				}
-				code, out, errOut = runCLI(t, "", pl.env, "stats", "--crawl", crawl)
-				for _, want := range []string{"REVISIT WINDOW", "1h0m0s, granularity 4", "15m0s per generation", "1 live"} {
+				code, out, errOut = runCLI(t, "", pl.env, at([]string{"stats", "--crawl", crawl}, pl.args)...)
+				wants := []string{"REVISIT WINDOW", "1h0m0s, granularity 4", "15m0s per generation", "1 live"}
+				if pl.redis != "" { // the crawl's own counts, beside every crawl's
+					wants = append(wants, "CRAWL "+crawl, "3 links, 1 admitted, 2 duplicates, 0 rejected")
+				}
+				for _, want := range wants {
 					if code != exitOK || !strings.Contains(out, want) {
 						t.Errorf("stats --crawl %s: exit %d, stdout lacks %q:\n%s\nstderr %s", crawl, code, want, out, errOut)
 					}

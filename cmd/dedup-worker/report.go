@@ -33,6 +33,10 @@ type report struct {
 	Window *config.WindowStats `json:"window,omitempty"`
 	// Streams is the queues' state.
 	Streams *streams `json:"streams,omitempty"`
+	// Crawl is the crawl whose filter the report shows (stats --crawl):
+	// the shared counts are every crawl's, its own are in Shared's
+	// Totals.Crawls.
+	Crawl string `json:"crawl,omitempty"`
 	// Errors says why a part is missing.
 	Errors map[string]string `json:"errors,omitempty"`
 }
@@ -107,7 +111,7 @@ func printReport(w io.Writer, r report, now time.Time) {
 		if !s.Since.IsZero() {
 			when = fmt.Sprintf("since %s, updated %s ago", s.Since.Format(time.RFC3339), now.Sub(s.Updated).Round(time.Second))
 		}
-		fmt.Fprintf(tw, "SEEN URLS\t(all workers; %s)\n", when)
+		fmt.Fprintf(tw, "SEEN URLS\t(all workers and crawls; %s)\n", when)
 		fmt.Fprintf(tw, "  pages\t%s\n", num(t.Pages))
 		fmt.Fprintf(tw, "  links discovered\t%s\n", num(t.Links))
 		fmt.Fprintf(tw, "  admitted\t%s\t%s\n", num(t.Admitted), pct(t.Admitted, t.Links))
@@ -126,6 +130,15 @@ func printReport(w io.Writer, r report, now time.Time) {
 		}
 		fmt.Fprintf(tw, "  links/s (1m, 5m)\t%.1f\t%.1f\n", s.Rates.LinksPerSec1m, s.Rates.LinksPerSec5m)
 		fmt.Fprintf(tw, "  admitted/s (1m, 5m)\t%.1f\t%.1f\n", s.Rates.AdmittedPerSec1m, s.Rates.AdmittedPerSec5m)
+		if id := r.Crawl; id != "" {
+			c, ok := t.Crawls[id]
+			fmt.Fprintf(tw, "\nCRAWL %s\t", id)
+			if !ok {
+				fmt.Fprintf(tw, "no counts yet\n")
+			} else {
+				fmt.Fprintf(tw, "%s links, %s admitted, %s duplicates, %s rejected\n", num(c.Links), num(c.Admitted), num(c.Duplicates), num(c.Rejected))
+			}
+		}
 		fmt.Fprintf(tw, "\nTOP HOSTS\t(%s hosts)\tadmitted\tduplicates\n", num(s.HostCount))
 		for _, h := range s.TopHosts {
 			fmt.Fprintf(tw, "  %s\t\t%s\t%s\n", h.Host, num(h.Admitted), num(h.Duplicates))
