@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 // tools are the connections of a one-shot command.
@@ -42,6 +44,12 @@ func (t *tools) open(ctx context.Context, cfg *config.Config, policy string, cre
 	} else {
 		if cfg.Filter.Snapshot == "" {
 			return errNoSharedFilter
+		}
+		if dir := filepath.Dir(cfg.Filter.Snapshot); t.writes {
+			if url := watch.RunningURL(ctx, dir); url != "" {
+				// Its next save would undo what this command writes.
+				return fmt.Errorf("the crawl running in %s (%s) keeps its filters in memory and saves them over their files there: stop it first", dir, url)
+			}
 		}
 		t.rec = stats.NewMemory()
 	}

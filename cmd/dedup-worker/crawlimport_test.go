@@ -2,6 +2,9 @@ package main
 
 import (
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/redistest"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 // TestImportByCrawlSettings: import --crawl opens a registered crawl's
@@ -130,5 +134,47 @@ func TestImportByCrawlSettings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWritesRefusedWhileCrawlRuns: import and forget refuse to write a
+// snapshot file in the data dir of a crawl that runs there (it announces its
+// page in watch.url), whose next save would undo them silently; once it has
+// stopped they write. check reads the file meanwhile.
+func TestWritesRefusedWhileCrawlRuns(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"SIEVE_FILTER_SNAPSHOT": filepath.Join(dir, "seen.cuckoo"), "SIEVE_FILTER_KIND": "cuckoo", "SIEVE_HTTP_ADDR": ""}
+	if code, out, errOut := runCLI(t, "https://a.example/\n", env, "import", "-"); code != exitOK {
+		t.Fatalf("import: exit %d, %q, %q", code, out, errOut)
+	}
+	// A running crawl's watch server, as far as the commands can tell.
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer page.Close()
+	if err := os.WriteFile(filepath.Join(dir, watch.URLFile), []byte(page.URL+"/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := files(t, dir)
+	for _, tt := range []struct {
+		name  string
+		stdin string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"import", "https://b.example/\n", []string{"import", "-"}, exitFail, "stop it first"},
+		{"forget", "", []string{"forget", "https://a.example/"}, exitFail, "stop it first"},
+		{"check", "", []string{"check", "https://a.example/"}, exitOK, "seen\thttps://a.example/"},
+	} {
+		code, out, errOut := runCLI(t, tt.stdin, env, tt.args...)
+		if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+			t.Errorf("%s while a crawl runs: exit %d, stdout %q, stderr %q; want exit %d and %q", tt.name, code, out, errOut, tt.code, tt.want)
+		}
+	}
+	if after := files(t, dir); !maps.Equal(before, after) {
+		t.Error("refused commands changed the data dir")
+	}
+	page.Close() // the crawl stopped (killed: its watch.url is left)
+	if code, out, errOut := runCLI(t, "", env, "forget", "https://a.example/"); code != exitOK || out != "forgotten\thttps://a.example/\n" {
+		t.Errorf("forget once the crawl stopped: exit %d, %q, %q", code, out, errOut)
 	}
 }
