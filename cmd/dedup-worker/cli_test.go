@@ -84,6 +84,9 @@ func TestCLIUsage(t *testing.T) {
 		// answered.
 		{name: "check without URLs", args: []string{"check", "--crawl", "a"}, env: map[string]string{"SIEVE_REDIS_URL": "redis://127.0.0.1:1"},
 			wantCode: exitUsage, wantInErr: "no URLs given"},
+		{name: "forget without URLs", args: []string{"forget", "--crawl", "a"}, wantCode: exitUsage, wantInErr: "no URLs given"},
+		{name: "stats --crawl with --url", args: []string{"stats", "--crawl", "a", "--url", "http://127.0.0.1:1/stats"},
+			wantCode: exitUsage, wantInErr: "does not go with --url"},
 		{name: "check in memory mode without a snapshot", args: []string{"check", "https://example.com/"},
 			wantCode: exitFail, wantInErr: "redis.url"},
 	}

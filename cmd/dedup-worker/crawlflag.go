@@ -98,7 +98,7 @@ func (t *tools) openCrawl(ctx context.Context, cfg *config.Config, policy string
 	exists, xerr := cfg.Filter.Exists(ctx, t.rdb)
 	switch {
 	case xerr != nil:
-		return xerr
+		return fmt.Errorf("look for crawl %q's filter: %w", t.crawl, xerr)
 	case !exists && errors.Is(err, frontier.ErrNoCrawl):
 		return fmt.Errorf("crawl %q does not exist (not in the crawl registry on %s, and no filter %s): "+
 			"'crawler seed --crawl-id %s URL…' creates it, 'crawler crawls' lists the crawls", t.crawl, cfg.NATS.URL, filterPlace(cfg, t.rdb != nil), t.crawl)
