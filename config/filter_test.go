@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -114,6 +115,76 @@ func TestFilterOpenOtherKind(t *testing.T) {
 		want := tt.stored + " snapshot, filter.kind is " + tt.given
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, dedup.ErrMismatch) {
 			t.Errorf("open a %s snapshot as %s: %v, want %q (a mismatch)", tt.stored, tt.given, err, want)
+		}
+	}
+}
+
+// TestFilterWindow: a revisit window stored under a section's name (in
+// Redis and in a snapshot file, of both kinds) exists, OpenExisting reads it
+// (ReadWindow: its window, granularity, period and generations; Contains
+// as the window holds keys) whatever filter.kind says when not given, and
+// Open refuses it, since a window is written from its crawl's settings.
+func TestFilterWindow(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, redistest.Options{})
+	wo := dedup.WindowOptions{After: time.Hour, Granularity: 2}
+	key := [][]byte{[]byte("https://example.com/")}
+	for _, place := range []string{"redis", "snapshot"} {
+		for _, kind := range []string{"bloom", "cuckoo"} {
+			t.Run(place+" "+kind, func(t *testing.T) {
+				fc := Default().Filter
+				fc.Name, fc.Kind = "w:"+kind, other(kind)
+				var rdb redis.UniversalClient
+				var w *dedup.Window
+				var err error
+				switch {
+				case place == "redis":
+					rdb = srv.Client()
+					if kind == "bloom" {
+						w, err = dedup.OpenRedisBloomWindow(ctx, rdb, fc.Name, wo, dedup.RedisBloomOptions{InitialCapacity: 1000})
+					} else {
+						w, err = dedup.OpenRedisCuckooWindow(ctx, rdb, fc.Name, wo, dedup.RedisCuckooOptions{})
+					}
+				case kind == "bloom":
+					w, err = dedup.NewBloomWindow(wo, dedup.ScalableOptions{})
+				default:
+					w, err = dedup.NewCuckooWindow(wo, dedup.CuckooOptions{})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.TestAndAdd(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+				if place == "snapshot" {
+					fc.Snapshot = filepath.Join(t.TempDir(), "seen.w")
+					if err := w.Save(ctx, fc.Snapshot); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w.Close()
+				if ok, err := fc.Exists(ctx, rdb); !ok || err != nil {
+					t.Errorf("Exists = %v, %v; want true", ok, err)
+				}
+				f, err := fc.OpenExisting(ctx, rdb, "")
+				if err != nil {
+					t.Fatalf("OpenExisting: %v", err)
+				}
+				defer f.Close()
+				if got, err := f.Contains(ctx, key); err != nil || !got[0] {
+					t.Errorf("Contains = %v, %v; want held", got, err)
+				}
+				ws, err := ReadWindow(ctx, f)
+				if err != nil || ws == nil || ws.After != time.Hour || ws.Granularity != 2 || ws.Period != 30*time.Minute || len(ws.Generations) != 1 {
+					t.Errorf("ReadWindow = %+v, %v; want 1h, g=2, period 30m, 1 generation", ws, err)
+				}
+				if st, err := f.Stats(ctx); err != nil || st.Kind != kind || st.Items != 1 {
+					t.Errorf("Stats = %+v, %v; want 1 item of kind %s", st, err, kind)
+				}
+				if _, err := fc.Open(ctx, rdb, ""); !errors.Is(err, dedup.ErrMismatch) || !strings.Contains(err.Error(), "revisit window") {
+					t.Errorf("Open = %v; want a refusal naming the revisit window", err)
+				}
+			})
 		}
 	}
 }
