@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -171,12 +172,26 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 // quietRedisLog routes go-redis's own log lines ("failed to dial after 5
 // attempts", once per call while Redis is down) to slog at debug level: the
 // callers already report each failure, with its cause, once per outage.
-var quietRedisLog sync.Once
+var (
+	quietRedisLog  sync.Once
+	redisLogTarget atomic.Pointer[slog.Logger]
+)
+
+// RedisLogTo sends go-redis's own log lines to l, at debug level (before
+// it is called, and for one-shot commands: slog.Default()).
+func RedisLogTo(l *slog.Logger) {
+	redisLogTarget.Store(l)
+	quietRedisLog.Do(func() { redis.SetLogger(redisLogger{}) })
+}
 
 type redisLogger struct{}
 
 func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	slog.Default().DebugContext(ctx, fmt.Sprintf(format, v...), "source", "go-redis")
+	l := redisLogTarget.Load()
+	if l == nil {
+		l = slog.Default()
+	}
+	l.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // Ping checks that Redis answers, for a one-shot command, within a few

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sievecrawl/sieve/config"
@@ -155,7 +154,7 @@ func (m *Main) Close() error {
 func cmdRun(ctx context.Context, e env, _ *flag.FlagSet, cfg *config.Config) int {
 	log := newLogger(e.stderr, cfg.Log)
 	// go-redis logs every failed dial; the worker logs state changes once.
-	redis.SetLogger(redisLog{log})
+	config.RedisLogTo(log)
 	m := &Main{Config: *cfg, Logger: log}
 	log.Info("dedup worker starting", "config", cfg.String(), "pid", os.Getpid())
 	if err := m.Open(); err != nil {
@@ -175,11 +174,4 @@ func cmdRun(ctx context.Context, e env, _ *flag.FlagSet, cfg *config.Config) int
 	}
 	log.Info("dedup worker stopped")
 	return exitOK
-}
-
-// redisLog sends go-redis's internal log lines to the debug level.
-type redisLog struct{ log *slog.Logger }
-
-func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
