@@ -5,6 +5,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sievecrawl/sieve/natstest"
 )
 
 func runCLI(t *testing.T, stdin string, env map[string]string, args ...string) (int, string, string) {
@@ -104,6 +107,33 @@ func TestCLIUsage(t *testing.T) {
 			}
 			if !strings.Contains(errOut, tt.wantInErr) {
 				t.Errorf("stderr lacks %q:\n%s", tt.wantInErr, errOut)
+			}
+		})
+	}
+}
+
+// TestRedisUnreachable runs every one-shot command against a closed Redis
+// port: each fails at once with one line naming the server (its password
+// hidden) and the cause, and exit status 1.
+func TestRedisUnreachable(t *testing.T) {
+	addr := natstest.ClosedAddr(t)
+	vars := map[string]string{"SIEVE_REDIS_URL": "redis://:hunter2@" + addr, "SIEVE_NATS_URL": "nats://" + natstest.ClosedAddr(t)}
+	for _, args := range [][]string{
+		{"check", "https://a.example/"},
+		{"stats"},
+		{"import", "-"},
+		{"forget", "https://a.example/"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			start := time.Now()
+			code, _, errOut := runCLI(t, "https://a.example/\n", vars, args...)
+			lines := strings.Split(strings.TrimSpace(errOut), "\n")
+			if code != exitFail || len(lines) != 1 || !strings.Contains(errOut, "connect to redis") || !strings.Contains(errOut, addr) ||
+				!strings.Contains(errOut, "connection refused") || strings.Contains(errOut, "hunter2") {
+				t.Errorf("exit %d, stderr %q: want 1 and one line naming the server, without its password, and the cause", code, errOut)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v to fail", d)
 			}
 		})
 	}

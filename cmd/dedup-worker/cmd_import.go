@@ -39,6 +39,10 @@ func (t *tools) open(ctx context.Context, cfg *config.Config, policy string, cre
 		if err != nil {
 			return err
 		}
+		if err := cfg.Redis.Ping(ctx, rdb); err != nil {
+			rdb.Close()
+			return err
+		}
 		t.rdb = rdb
 		t.rec = stats.NewRedis(rdb, cfg.Frontier.Prefix)
 	} else {

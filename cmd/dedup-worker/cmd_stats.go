@@ -106,6 +106,10 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 			return exitFail
 		}
 		defer rdb.Close()
+		if err := cfg.Redis.Ping(ctx, rdb); err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
+			return exitFail
+		}
 		canon, err := cfg.Normalize.Normalizer()
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)

@@ -181,6 +181,10 @@ func printReport(w io.Writer, r report, now time.Time) {
 			}
 			fmt.Fprintf(tw, "  %s\t%s\n", d, state)
 		}
+		for _, id := range sortedKeys(wk.Parked) {
+			p := wk.Parked[id]
+			fmt.Fprintf(tw, "  crawl %s\tPARKED since %s, %d messages held back: %s\n", id, p.Since.Format(time.RFC3339), p.Messages, p.Error)
+		}
 	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(tw, "\nUNAVAILABLE\n")
