@@ -727,8 +727,13 @@ func (f *RedisBloom) Stats(ctx context.Context) (Stats, error) {
 	perShard := make([][]shardLayer, f.opts.Shards)
 	pipe = f.client.Pipeline()
 	for j := range states {
-		for i := 0; i < layers[j]; i++ {
-			sl := shardLayer{items: counts[j][i]}
+		// A shard no key reached yet has an empty layer 0 all the same:
+		// counted, its capacity is the filter's, not the busy shards'.
+		for i := 0; i < max(layers[j], 1); i++ {
+			var sl shardLayer
+			if i < len(counts[j]) {
+				sl.items = counts[j][i]
+			}
 			for c := uint64(0); c < f.chunks(i); c++ {
 				key := f.chunkKey(j, i, c)
 				var bytes *redis.BitCount // native layout: the frozen flag's byte is no filter bit

@@ -432,7 +432,13 @@ func (f *RedisCuckoo) Stats(ctx context.Context) (Stats, error) {
 		deletes += s.deletes
 		memory += s.bytes
 		pass := 1.0
-		for i, n := range s.items {
+		items := s.items
+		if len(items) == 0 {
+			// A shard no key reached yet has an empty layer 0 all the
+			// same: counted, the capacity is the filter's.
+			items = make([]uint64, 1)
+		}
+		for i, n := range items {
 			p := f.layers[i]
 			if i == len(layers) {
 				layers = append(layers, cuckooLayerStats{Bits: p.Bits})
@@ -442,7 +448,7 @@ func (f *RedisCuckoo) Stats(ctx context.Context) (Stats, error) {
 			pass *= 1 - cuckooLoadFPP(b, p.Bits, float64(n)/float64(p.Buckets*uint64(b)))
 		}
 		shardFPP += 1 - pass
-		if L := len(s.items); L < len(f.layers) {
+		if L := len(items); L < len(f.layers) {
 			next += float64(f.layers[L].Capacity)
 		}
 	}
