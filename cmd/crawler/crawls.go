@@ -21,6 +21,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 // crawlCreate is what a crawl is created with: the settings `crawler seed`
@@ -106,10 +107,12 @@ type crawlRow struct {
 	Queued  uint64 `json:"queued"`
 	Pending uint64 `json:"pending"`
 	// Counts are the dedup workers' counts for the crawl (with Redis
-	// stats: redis.url set).
+	// stats: redis.url set; embedded without, the last run's, from the
+	// report it left in the data dir).
 	Counts *stats.CrawlCounts `json:"counts,omitempty"`
-	// Filter is the crawl's filter in Redis, read without writing (none
-	// in memory mode, or before its first URL).
+	// Filter is the crawl's filter in Redis or, embedded, its snapshot
+	// file, read without writing (none in a deployment's memory mode, or
+	// before its first URL).
 	Filter *dedup.Stats `json:"filter,omitempty"`
 	// Window is the crawl's revisit window, if it has one: its period and
 	// live generations.
@@ -151,6 +154,8 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 			return err
 		}
 		counts = snap.Totals.Crawls
+	} else if s.Embedded {
+		counts, _, _ = savedCrawlCounts(ctx, s.DataDir)
 	}
 	rows := make([]crawlRow, 0, len(list))
 	for _, c := range list {
@@ -158,7 +163,7 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		if cc, ok := counts[c.ID]; ok {
 			r.Counts = &cc
 		}
-		if rdb != nil {
+		if rdb != nil || s.Embedded {
 			if err := r.readFilter(ctx, s, rdb); err != nil {
 				r.FilterError = err.Error()
 			}
@@ -208,16 +213,17 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 	return tw.Flush()
 }
 
-// readFilter reads the crawl's filter in Redis, or its revisit window,
-// without writing, as it is stored (whatever filter.kind, capacity and fpp
-// say: config.SizedByCrawl). A crawl without a filter yet has none; an
+// readFilter reads the crawl's filter in Redis (rdb nil, embedded: its
+// snapshot file in the data dir), or its revisit window, without writing,
+// as it is stored (whatever filter.kind, capacity and fpp say:
+// config.SizedByCrawl). A crawl without a filter yet has none; an
 // error says why one that exists cannot be read.
 func (r *crawlRow) readFilter(ctx context.Context, s settings, rdb redis.UniversalClient) error {
 	canon, err := s.Normalize.Normalizer()
 	if err != nil {
 		return err
 	}
-	fc := pipeline.CrawlFilter(s.Filter.SizedByCrawl(), r.ID, r.Settings)
+	fc := pipeline.CrawlFilter(s.filterSection().SizedByCrawl(), r.ID, r.Settings)
 	fc.Log = slog.New(slog.DiscardHandler) // its notes are for commands that write
 	f, err := fc.OpenExisting(ctx, rdb, canon.Version())
 	if errors.Is(err, dedup.ErrNotFound) {
@@ -244,8 +250,11 @@ func orDash(ok bool, s string) string {
 }
 
 // connectJS connects to the pipeline's NATS once (failing at once if it is
-// down).
+// down); in embedded mode it opens the data dir's (openDataDir).
 func connectJS(s settings, name string) (jetstream.JetStream, func(), error) {
+	if s.Embedded {
+		return openDataDir(s, name) // the data dir's own NATS
+	}
 	nc, err := s.NATS.ConnectOnce(name)
 	if err != nil {
 		return nil, nil, err
@@ -359,6 +368,13 @@ func deleteCrawl(ctx context.Context, s settings, js jetstream.JetStream, rdb re
 		}
 	default:
 		fmt.Fprintln(stdout, "  filter: in the memory of the dedup workers (no redis.url): it goes with them")
+	}
+	if s.Embedded && rdb == nil {
+		n, err := forgetSavedCounts(s.DataDir, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  stats: %d of the last run's per-crawl counts removed from %s (its totals keep them)\n", n, watch.ReportFile)
 	}
 	if known {
 		if err := reg.Delete(ctx, id); err != nil {

@@ -42,33 +42,9 @@ func startEmbedded(ctx context.Context, s settings, logger *slog.Logger, reg pro
 }
 
 func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Logger, reg prometheus.Registerer) error {
-	srv, err := server.NewServer(&server.Options{
-		ServerName: "sieve-embedded",
-		DontListen: true, // in-process connections only
-		JetStream:  true,
-		StoreDir:   filepath.Join(s.DataDir, "nats"),
-		NoSigs:     true,
-		NoLog:      true,
-		MaxPayload: int32(max(int64(s.Frontier.MaxMessageBytes)+4096, 1<<20)),
-	})
-	if err != nil {
-		return fmt.Errorf("embedded nats: %w", err)
-	}
-	srv.Start()
-	b.closers = append(b.closers, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
-	if !srv.ReadyForConnections(30 * time.Second) {
-		return errors.New("embedded nats: not ready after 30s")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("sieve-crawler"))
-	if err != nil {
-		return fmt.Errorf("embedded nats: %w", err)
-	}
-	b.nc = nc
-	b.closers = append(b.closers, func() error { nc.Close(); return nil })
-	if b.js, err = jetstream.New(nc); err != nil {
+	if err := b.startNATS(s, "sieve-crawler"); err != nil {
 		return err
 	}
-
 	if len(s.Seed) > 0 {
 		// The crawl's settings first: its filter is opened from them.
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -78,7 +54,7 @@ func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Lo
 			return err
 		}
 	}
-	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: nc, Registerer: reg, Crawls: []string{s.Crawl.ID}}
+	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: b.nc, Registerer: reg, Crawls: []string{s.Crawl.ID}}
 	if err := w.Open(ctx); err != nil {
 		return err
 	}
@@ -97,6 +73,40 @@ func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Lo
 		return stopErr
 	}
 	b.closers = append(b.closers, w.Close, b.stopWorker) // stopped, then closed
+	return nil
+}
+
+// startNATS starts the embedded NATS server with JetStream storing under
+// <data_dir>/nats, reachable only from this process, and connects to it
+// as name (b.nc, b.js); closing b shuts it down. The data directory must
+// be b's: locked (lockDir) by the caller.
+func (b *backend) startNATS(s settings, name string) error {
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "sieve-embedded",
+		DontListen: true, // in-process connections only
+		JetStream:  true,
+		StoreDir:   filepath.Join(s.DataDir, "nats"),
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: int32(max(int64(s.Frontier.MaxMessageBytes)+4096, 1<<20)),
+	})
+	if err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
+	}
+	srv.Start()
+	b.closers = append(b.closers, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
+	if !srv.ReadyForConnections(30 * time.Second) {
+		return errors.New("embedded nats: not ready after 30s")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
+	if err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
+	}
+	b.nc = nc
+	b.closers = append(b.closers, func() error { nc.Close(); return nil })
+	if b.js, err = jetstream.New(nc); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -7,8 +7,9 @@
 //	crawler run --embedded --seed URL everything in one process, no service needed
 //	crawler run --demo                crawl the bundled demo site, offline
 //	crawler stats [--data-dir DIR]    an embedded crawl's numbers, running or ended
-//	crawler crawls                    the crawls on the pipeline, their settings and queues
-//	crawler delete-crawl ID…          remove crawls: queues, filter, record
+//	crawler crawls [--data-dir DIR]   the crawls on the pipeline (or in DIR), their settings and queues
+//	crawler delete-crawl [--data-dir DIR] ID…
+//	                                  remove crawls: queues, filter, record
 //
 // Settings come from a YAML file (--config), SIEVE_* environment variables
 // and flags; `crawler run --help` lists them all.
@@ -43,6 +44,9 @@ const usage = `Usage:
   crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
   crawler crawls [--json]        the crawls on the pipeline: settings, seeds, queued URLs
   crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
+  crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it runs)
+  crawler delete-crawl --data-dir DIR ID…
+                                 remove embedded crawls from DIR (refused while a run owns it)
 
 'crawler run --help' lists every setting.
 `
@@ -82,7 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "stats":
 		err = statsCommand(ctx, s, inv.json, stdout)
 	case "crawls":
-		err = crawlsCommand(ctx, s, inv.json, stdout)
+		if s.Embedded {
+			err = dataDirCrawlsCommand(ctx, s, inv.json, stdout)
+		} else {
+			err = crawlsCommand(ctx, s, inv.json, stdout)
+		}
 	case "delete-crawl":
 		err = deleteCrawlCommand(ctx, s, inv.args, stdout)
 	}
@@ -139,6 +147,11 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	}
 	// The demo runs embedded unless a NATS server was named.
 	if s.Demo && s.NATS.URL == defaultSettings().NATS.URL {
+		s.Embedded = true
+	}
+	// crawls and delete-crawl given a data dir act on the embedded crawls
+	// stored there, unless a NATS server was named.
+	if (cmd == "crawls" || cmd == "delete-crawl") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
 		s.Embedded = true
 	}
 	if err := errors.Join(s.Config.Validate(), s.validate()); err != nil {
