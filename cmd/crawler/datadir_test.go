@@ -17,13 +17,13 @@ import (
 )
 
 // TestEmbeddedCrawlLifecycle lives with crawls in the embedded mode, with
-// real runs of the binary on one data directory: two crawls of a site are
-// listed with their settings, queues, filter snapshots and the last run's
-// counts; deleting one removes its queued URLs, its snapshot file and its
-// record, leaving the other; the deleted id crawled again fetches the whole
-// site again. While a run owns the directory, crawls names the process
-// and shows what it reports, and delete-crawl is refused, naming the
-// process, and deletes nothing.
+// real runs of the binary on one data directory: three crawls of a site
+// are listed with their settings, queues, filter snapshots (a revisit
+// window's too) and the last run's counts; deleting two removes their
+// queued URLs, snapshot files, counts and records, leaving the third; a
+// deleted id crawled again fetches the whole site again. While a run owns
+// the directory, crawls names the process and shows what it reports, and
+// delete-crawl is refused, naming the process, and deletes nothing.
 func TestEmbeddedCrawlLifecycle(t *testing.T) {
 	bin := crawlerBinary(t)
 	site := startSite(t, testsite.Options{Pages: 30, Latency: time.Millisecond})
@@ -46,19 +46,21 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 		return rows
 	}
 
-	// Crawl b the whole site, then crawl a only 5 pages: the rest of a
-	// stays queued.
-	if sum := crawlSite("b"); sum.Crawler.Fetched == 0 {
-		t.Fatal("crawl b fetched nothing")
+	// Crawl b the whole site, w too with a revisit window, then crawl a
+	// only 5 pages: the rest of a stays queued.
+	for _, args := range [][]string{{"b"}, {"w", "--revisit-after", "1h"}} {
+		if sum := crawlSite(args[0], args[1:]...); sum.Crawler.Fetched == 0 {
+			t.Fatalf("crawl %s fetched nothing", args[0])
+		}
 	}
 	if sum := crawlSite("a", "--crawl-max-pages", "5", "--expect-urls", "5000"); sum.End != "max pages reached" {
 		t.Fatalf("crawl a ended %q, want max pages reached", sum.End)
 	}
 	rows := list()
-	if len(rows) != 2 || rows[0].ID != "a" || rows[1].ID != "b" {
-		t.Fatalf("crawls: %+v, want a and b", rows)
+	if len(rows) != 3 || rows[0].ID != "a" || rows[1].ID != "b" || rows[2].ID != "w" {
+		t.Fatalf("crawls: %+v, want a, b and w", rows)
 	}
-	a, b := rows[0], rows[1]
+	a, b, w := rows[0], rows[1], rows[2]
 	if a.Settings.ExpectURLs != 5000 || a.Queued == 0 || len(a.Seeds) != 1 || a.Filter == nil || a.Filter.Items == 0 ||
 		a.Counts == nil || a.Counts.Admitted == 0 || a.Counts.Admitted > int64(a.Filter.Items) {
 		t.Errorf("crawl a (5 pages of a run that was the last): %+v, filter %+v, counts %+v; want URLs queued, its snapshot's, the run's counts", a, a.Filter, a.Counts)
@@ -66,15 +68,19 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 	if b.Settings.ExpectURLs != 100000 || b.Queued != 0 || b.Filter == nil || b.Filter.Items <= a.Filter.Items || b.Counts != nil {
 		t.Errorf("crawl b (the whole site, an earlier run): %+v, filter %+v, counts %+v", b, b.Filter, b.Counts)
 	}
+	if w.Settings.RevisitAfter != time.Hour || w.Window == nil || w.Filter == nil || w.Filter.Items != b.Filter.Items || w.FilterError != "" {
+		t.Errorf("crawl w (the whole site, a revisit window): %+v, window %+v, filter %+v", w, w.Window, w.Filter)
+	}
 	code, stdout, stderr := runCLI(t, ctx, "crawls", "--data-dir", dir)
 	if code != 0 || !strings.Contains(stdout, "crawls stored in "+dir+" (ADMITTED and DUPLICATES are the last run's") ||
-		!strings.Contains(stdout, "CRAWL") || !strings.Contains(stdout, "URLs, 1 layer(s)") {
+		!strings.Contains(stdout, "CRAWL") || !strings.Contains(stdout, "URLs, 1 layer(s)") || !strings.Contains(stdout, "generation(s) of") {
 		t.Errorf("crawls: exit %d\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	t.Logf("crawls --data-dir:\n%s", stdout)
 
-	// Delete a: its queued URLs, snapshot, counts and record go; b stays.
-	code, stdout, stderr = runCLI(t, ctx, "delete-crawl", "--data-dir", dir, "a")
+	// Delete a and w: their queued URLs, snapshots, counts and records
+	// go; b stays.
+	code, stdout, stderr = runCLI(t, ctx, "delete-crawl", "--data-dir", dir, "a", "w")
 	if code != 0 {
 		t.Fatalf("delete-crawl: exit %d\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -83,21 +89,25 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 		"filter: " + snapshot("a") + " removed",
 		"of the last run's per-crawl counts removed from watch-report.json",
 		"record: removed (1 seeds",
+		"crawl w:\n",
+		"filter: " + snapshot("w") + " removed",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("delete-crawl output lacks %q:\n%s", want, stdout)
 		}
 	}
 	t.Logf("delete-crawl --data-dir:\n%s", stdout)
-	if _, err := os.Stat(snapshot("a")); !os.IsNotExist(err) {
-		t.Errorf("crawl a's snapshot: %v, want it removed", err)
+	for _, id := range []string{"a", "w"} {
+		if _, err := os.Stat(snapshot(id)); !os.IsNotExist(err) {
+			t.Errorf("crawl %s's snapshot: %v, want it removed", id, err)
+		}
 	}
 	if counts, _, _ := savedCrawlCounts(ctx, dir); counts["a"] != (stats.CrawlCounts{}) {
 		t.Errorf("crawl a's counts left in the report: %+v", counts["a"])
 	}
 	rows = list()
 	if len(rows) != 1 || rows[0].ID != "b" || rows[0].Filter == nil || rows[0].Filter.Items != b.Filter.Items {
-		t.Errorf("crawls after deleting a: %+v, want b as it was (filter %+v)", rows, b.Filter)
+		t.Errorf("crawls after deleting a and w: %+v, want b as it was (filter %+v)", rows, b.Filter)
 	}
 
 	// Crawl a again: the whole site is fetched again, once.
