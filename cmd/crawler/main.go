@@ -44,7 +44,7 @@ const usage = `Usage:
   crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
   crawler crawls [--json]        the crawls on the pipeline: settings, seeds, queued URLs
   crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
-  crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it runs)
+  crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it reports)
   crawler delete-crawl --data-dir DIR ID…
                                  remove embedded crawls from DIR (refused while a run owns it)
 
