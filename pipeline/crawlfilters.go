@@ -35,13 +35,22 @@ const DefaultIdleFilter = 10 * time.Minute
 
 // CrawlFilter returns the filter section of a crawl's filter: the worker's
 // section f named for the crawl, sized by the crawl's settings st (zero
-// fields keep f's). An existing filter adopts its stored parameters, unless
+// fields keep f's). A snapshot file named after a kind (seen.bloom) is
+// named after the crawl's kind when st has one (seen.<crawl>.cuckoo). An existing filter adopts its stored parameters, unless
 // f.Given names them: then a stored value other than the crawl's is an
 // error naming both.
 func CrawlFilter(f config.Filter, crawl string, st frontier.CrawlSettings) config.Filter {
 	f.Name += ":" + crawl
 	if f.Snapshot != "" {
-		f.Snapshot = CrawlSnapshot(f.Snapshot, crawl)
+		snap := f.Snapshot
+		// A snapshot named after a kind (the embedded mode's seen.bloom)
+		// is named after the crawl's own kind: a cuckoo crawl's file is
+		// seen.<crawl>.cuckoo whatever filter.kind a command or a later
+		// run is given.
+		if ext := filepath.Ext(snap); st.Kind != "" && (ext == ".bloom" || ext == ".cuckoo") {
+			snap = strings.TrimSuffix(snap, ext) + "." + st.Kind
+		}
+		f.Snapshot = CrawlSnapshot(snap, crawl)
 	}
 	if st.Kind != "" {
 		f.Kind = st.Kind
@@ -349,6 +358,17 @@ func (s *crawlFilters) adoptShared(ctx context.Context, crawl string, own config
 	}
 	if _, err := os.Stat(own.Snapshot); !errors.Is(err, fs.ErrNotExist) {
 		return nil // the crawl's own file exists (or cannot be read: the open says why)
+	}
+	// Named after the worker's kind before files were named after the
+	// crawl's (CrawlFilter): the same crawl's file, under its former name.
+	if former := CrawlSnapshot(shared, crawl); former != own.Snapshot {
+		if _, err := os.Stat(former); err == nil {
+			if err := os.Rename(former, own.Snapshot); err != nil {
+				return fmt.Errorf("rename the crawl's snapshot to its kind's name: %w", err)
+			}
+			s.log.Info("the crawl's snapshot is named after its kind now", "crawl", crawl, "from", former, "to", own.Snapshot)
+			return nil
+		}
 	}
 	if _, err := os.Stat(shared); err != nil {
 		return nil

@@ -16,9 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/normalize"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/redistest"
 )
@@ -164,7 +166,11 @@ func TestCrawlFilters(t *testing.T) {
 			}
 			if where == "memory" {
 				for _, id := range ids {
-					if _, err := os.Stat(pipeline.CrawlSnapshot(cfg.Filter.Snapshot, id)); err != nil {
+					st := frontier.CrawlSettings{}
+					if id == "cuc" {
+						st.Kind = "cuckoo" // its file is named after its kind
+					}
+					if _, err := os.Stat(pipeline.CrawlFilter(cfg.Filter, id, st).Snapshot); err != nil {
 						t.Errorf("crawl %s: no snapshot file: %v", id, err)
 					}
 				}
@@ -422,5 +428,83 @@ func TestWorkerDropsDeletedCrawlFilter(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestCrawlFilterSnapshotName pins the file of a crawl's in-memory filter:
+// beside the worker's, named for the crawl and, when the worker's is named
+// after its kind (the embedded mode's seen.bloom), for the crawl's own kind —
+// a cuckoo crawl kept seen.<crawl>.cuckoo, and a later run with the default
+// filter.kind looked for seen.<crawl>.bloom, found nothing and refetched the
+// crawl.
+func TestCrawlFilterSnapshotName(t *testing.T) {
+	for _, tt := range []struct {
+		snapshot, kind, crawlKind, want string
+	}{
+		{"data/seen.bloom", "bloom", "", "data/seen.c.bloom"},
+		{"data/seen.bloom", "bloom", "bloom", "data/seen.c.bloom"},
+		{"data/seen.bloom", "bloom", "cuckoo", "data/seen.c.cuckoo"},
+		{"data/seen.cuckoo", "cuckoo", "bloom", "data/seen.c.bloom"},
+		{"data/seen.bloom", "cuckoo", "cuckoo", "data/seen.c.cuckoo"}, // --filter-kind cuckoo, filter.snapshot seen.bloom
+		{"/var/lib/sieve/filter.snap", "bloom", "cuckoo", "/var/lib/sieve/filter.c.snap"},
+		{"", "bloom", "cuckoo", ""},
+	} {
+		f := pipeline.CrawlFilter(config.Filter{Kind: tt.kind, Name: "sieve:seen", Snapshot: tt.snapshot}, "c", frontier.CrawlSettings{Kind: tt.crawlKind})
+		if f.Snapshot != tt.want {
+			t.Errorf("snapshot %q (kind %s), crawl kind %q: %q, want %q", tt.snapshot, tt.kind, tt.crawlKind, f.Snapshot, tt.want)
+		}
+		if f.Name != "sieve:seen:c" {
+			t.Errorf("name %q", f.Name)
+		}
+	}
+}
+
+// TestCrawlSnapshotFormerName starts a worker whose data holds a cuckoo
+// crawl's snapshot under the name it had before files were named after the
+// crawl's kind (seen.<crawl>.bloom, from a worker whose filter.kind is
+// bloom): the worker takes the file over under its kind's name and the URL
+// it holds is not admitted again.
+func TestCrawlSnapshotFormerName(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	js := nsrv.JetStream()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := testConfig(nsrv.URL(), "")
+	cfg.Filter.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
+	topo := cfg.Frontier.Topology()
+	reg := ensure(t, js, topo)
+	if _, err := reg.Create(ctx, "cuc", frontier.CrawlSettings{Kind: "cuckoo", ExpectURLs: 1000}, frontier.CrawlSettings{FPP: 1e-6}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dedup.NewCuckoo(dedup.CuckooOptions{Growth: dedup.Growth{InitialCapacity: 1000, TargetFPP: 1e-6}, Policy: normalize.PolicyVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TestAndAdd(ctx, [][]byte{[]byte("https://site.example/x")}); err != nil {
+		t.Fatal(err)
+	}
+	former := pipeline.CrawlSnapshot(cfg.Filter.Snapshot, "cuc")
+	if err := c.Save(ctx, former); err != nil {
+		t.Fatal(err)
+	}
+	w := &pipeline.Worker{Config: cfg}
+	stop := start(t, w)
+	publishIn(t, js, topo, "cuc", "/x", "/y")
+	waitFor(t, 20*time.Second, "drain", func() bool {
+		st, _ := w.Status()
+		return drained(js, topo) && st.Totals.Pages >= 1
+	})
+	if n := admittedIn(t, js, topo, "cuc"); n != 1 {
+		t.Errorf("admitted %d URLs, want 1 (/x is in the crawl's snapshot)", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	now := pipeline.CrawlFilter(cfg.Filter, "cuc", frontier.CrawlSettings{Kind: "cuckoo"}).Snapshot
+	if _, err := os.Stat(now); err != nil || filepath.Base(now) != "seen.cuc.cuckoo" {
+		t.Errorf("the crawl's snapshot %s: %v", now, err)
+	}
+	if _, err := os.Stat(former); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the former name %s is still there: %v", former, err)
 	}
 }

@@ -356,7 +356,7 @@ func deleteCrawl(ctx context.Context, s settings, js jetstream.JetStream, rdb re
 	case s.Embedded || s.Filter.Snapshot != "":
 		path := f.Snapshot
 		if path == "" {
-			path = pipeline.CrawlSnapshot(embeddedConfig(s).Filter.Snapshot, id)
+			path = pipeline.CrawlFilter(embeddedConfig(s).Filter, id, rec.Settings).Snapshot
 		}
 		switch err := os.Remove(path); {
 		case err == nil:

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -49,9 +51,22 @@ func crawlOf(fs *flag.FlagSet) string {
 // filter.kind, filter.capacity and filter.fpp say (config.SizedByCrawl).
 // An empty crawl leaves the section alone.
 func forCrawl(cfg *config.Config, crawl string) {
-	if crawl != "" {
-		cfg.Filter = pipeline.CrawlFilter(cfg.Filter.SizedByCrawl(), crawl, frontier.CrawlSettings{})
+	if crawl == "" {
+		return
 	}
+	f := pipeline.CrawlFilter(cfg.Filter.SizedByCrawl(), crawl, frontier.CrawlSettings{})
+	// A crawl's snapshot is named after its own kind (seen.<crawl>.<kind>):
+	// without its settings, the kind whose file is there.
+	if _, err := os.Stat(f.Snapshot); f.Snapshot != "" && errors.Is(err, fs.ErrNotExist) {
+		for _, kind := range []string{"bloom", "cuckoo"} {
+			g := pipeline.CrawlFilter(cfg.Filter.SizedByCrawl(), crawl, frontier.CrawlSettings{Kind: kind})
+			if _, err := os.Stat(g.Snapshot); err == nil {
+				f = g
+				break
+			}
+		}
+	}
+	cfg.Filter = f
 }
 
 // lookupCrawl reads crawl's record from the crawl registry on cfg's NATS

@@ -63,9 +63,10 @@ func TestCrawlFlag(t *testing.T) {
 					}
 				}
 			case "data dir":
-				// A crawl's file is named after filter.snapshot, whatever its
-				// own kind: c's cuckoo filter is in seen.c.bloom.
-				for _, f := range []string{"seen.a.bloom", "seen.b.bloom", "seen.c.bloom"} {
+				// A crawl's file is named after its own kind
+				// (seen.<crawl>.<kind>): c's cuckoo filter is in
+				// seen.c.cuckoo beside filter.snapshot's seen.bloom.
+				for _, f := range []string{"seen.a.bloom", "seen.b.bloom", "seen.c.cuckoo"} {
 					if _, ok := before[f]; !ok {
 						t.Errorf("no %s in the data dir: %v", f, slices.Sorted(maps.Keys(before)))
 					}
