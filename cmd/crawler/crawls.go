@@ -182,7 +182,11 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		return enc.Encode(rows)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintln(stdout, "no crawls: 'crawler seed --crawl-id ID URL…' creates one")
+		if s.Embedded {
+			fmt.Fprintf(stdout, "no crawls in %s: 'crawler run --embedded --data-dir %s --crawl-id ID --seed URL' creates one\n", s.DataDir, s.DataDir)
+		} else {
+			fmt.Fprintln(stdout, "no crawls: 'crawler seed --crawl-id ID URL…' creates one")
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)

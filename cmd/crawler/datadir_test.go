@@ -157,6 +157,15 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-holder.done
+
+	// Every crawl deleted: the listing says how to start one here.
+	if code, stdout, stderr = runCLI(t, ctx, "delete-crawl", "--data-dir", dir, "a", "b", "c"); code != 0 {
+		t.Fatalf("delete-crawl a b c: exit %d\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, ctx, "crawls", "--data-dir", dir)
+	if want := "no crawls in " + dir + ": 'crawler run --embedded --data-dir " + dir; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("crawls with every crawl deleted: exit %d\n%s\nstderr:\n%s\nwant %q", code, stdout, stderr, want)
+	}
 }
 
 // TestDataDirMissing checks that crawls and delete-crawl on a data
