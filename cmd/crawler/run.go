@@ -162,9 +162,12 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		// the summary counts it (and the next run finds it admitted), then
 		// stop it.
 		p.drain(ctx, topo, 30*time.Second)
-		w.close(logger) // the page is done: its sources close now
 		stopErr = p.stopWorker()
 	}
+	// The page is done: it leaves its last report in the data dir now,
+	// after the worker's last counts (a max-pages run left one that
+	// trailed the summary by the worker's last stats interval).
+	w.close(logger)
 	sum := summarize(ctx, c, p, topo, elapsed, end, base)
 	if p.worker != nil {
 		// Closing the worker saves its filter: the summary shows the save.
