@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -158,13 +160,32 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 	}
 	<-holder.done
 
-	// Every crawl deleted: the listing says how to start one here.
+	// Every crawl deleted: the listing says how to start one here, and a
+	// run without --seed has nothing to continue.
 	if code, stdout, stderr = runCLI(t, ctx, "delete-crawl", "--data-dir", dir, "a", "b", "c"); code != 0 {
 		t.Fatalf("delete-crawl a b c: exit %d\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, ctx, "crawls", "--data-dir", dir)
 	if want := "no crawls in " + dir + ": 'crawler run --embedded --data-dir " + dir; code != 0 || !strings.Contains(stdout, want) {
 		t.Errorf("crawls with every crawl deleted: exit %d\n%s\nstderr:\n%s\nwant %q", code, stdout, stderr, want)
+	}
+	code, _, stderr = runCLI(t, ctx, "run", "--embedded", "--data-dir", dir, "--crawl-id", "a", "--progress", "never")
+	if want := "nothing to crawl: " + dir + ` holds no crawl "a"; give --seed URL`; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("run without --seed of a deleted crawl: exit %d, stderr:\n%s\nwant 1 and %q", code, stderr, want)
+	}
+}
+
+// TestEmbeddedRunNeedsSeed checks that an embedded run without --seed in a
+// data dir no run has used fails at once, saying what to give, and creates
+// nothing (it ran for seconds and summed up an empty crawl).
+func TestEmbeddedRunNeedsSeed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fresh")
+	code, stdout, stderr := runCLI(t, t.Context(), "run", "--embedded", "--data-dir", dir, "--progress", "never")
+	if want := "nothing to crawl: no run has used " + dir + ` yet; give --seed URL to start crawl "default"`; code != 1 || !strings.Contains(stderr, want) || stdout != "" {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant 1, nothing, and %q", code, stdout, stderr, want)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the data dir was created: %v", err)
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -77,6 +79,13 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	if s.Embedded && s.IdleExit == 0 {
 		s.IdleExit = 3 * time.Second
 	}
+	if s.Embedded && len(s.Seed) == 0 {
+		// Nothing to continue where no run has been: say so before making
+		// the directory (resumable checks an existing one).
+		if _, err := os.Stat(filepath.Join(s.DataDir, "nats")); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("nothing to crawl: no run has used %s yet; give --seed URL to start crawl %q", s.DataDir, s.Crawl.ID)
+		}
+	}
 
 	reg := newRegistry()
 	var p *backend
@@ -138,6 +147,10 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		if err != nil {
 			return err
 		}
+	} else if s.Embedded {
+		if err := s.resumable(ctx, p.js, topo); err != nil {
+			return err
+		}
 	}
 
 	start := time.Now()
@@ -185,6 +198,26 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		return fmt.Errorf("dedup worker: %w", stopErr)
 	}
 	return err
+}
+
+// resumable refuses an embedded run without seeds that has nothing to
+// crawl: its data dir holds no crawl of that id and no queued work (a run
+// without --seed continues the crawl it finds there).
+func (s settings) resumable(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	reg, err := frontier.OpenCrawls(ctx, js, topo)
+	if err != nil {
+		return err
+	}
+	_, err = reg.Get(ctx, s.Crawl.ID)
+	if !errors.Is(err, frontier.ErrNoCrawl) {
+		return err
+	}
+	if d, err := crawl.QueueDepth(ctx, js, topo); err == nil && d.Frontier+d.Discovered > 0 {
+		return nil // queued work of a crawl from before crawls had records
+	}
+	return fmt.Errorf("nothing to crawl: %s holds no crawl %q; give --seed URL to start it (a run without --seed continues a crawl of its data dir)", s.DataDir, s.Crawl.ID)
 }
 
 // backend is the NATS the crawler talks to, external or embedded with its
