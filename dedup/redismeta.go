@@ -207,7 +207,12 @@ func adoptStored(stored map[string]string, params ...storedParam) error {
 // named name in Redis, as its metadata records it, or "" if there is no such
 // filter ("unknown" for metadata without a kind). It writes nothing.
 func StoredRedisKind(ctx context.Context, client redis.UniversalClient, name string) (string, error) {
-	m := redisMeta{key: redisShards{name: name}.metaKey(), name: name}
+	return redisMeta{key: redisShards{name: name}.metaKey(), name: name}.kind(ctx, client)
+}
+
+// kind returns the kind the metadata records, "unknown" if it records
+// none, or "" if there is no metadata. It writes nothing.
+func (m redisMeta) kind(ctx context.Context, client redis.UniversalClient) (string, error) {
 	stored, err := m.read(ctx, client)
 	switch {
 	case err != nil:

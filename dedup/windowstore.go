@@ -319,16 +319,7 @@ func globEscape(s string) string {
 // named name in Redis (see OpenRedisBloomWindow), "unknown" if it exists
 // but its kind cannot be told, or "" if there is none. It writes nothing.
 func StoredRedisWindowKind(ctx context.Context, client redis.UniversalClient, name string) (string, error) {
-	stored, err := redisMeta{key: (&redisWindowStore{name: name}).metaKey(), name: name}.read(ctx, client)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("dedup: %w", err)
-	case stored == nil:
-		return "", nil
-	case stored["kind"] == "":
-		return "unknown", nil
-	}
-	return stored["kind"], nil
+	return redisMeta{key: (&redisWindowStore{name: name}).metaKey(), name: name}.kind(ctx, client)
 }
 
 // DefaultRedisClockResync is how often a RedisClock made by a window's
