@@ -124,7 +124,7 @@ type crawlRow struct {
 // crawlsCommand lists the crawls on the pipeline with their settings and
 // queues.
 func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writer) error {
-	js, closeConn, err := connectJS(s, "sieve-crawler-crawls")
+	js, closeConn, err := connectJS(s, "sieve-crawler-crawls", false)
 	if err != nil {
 		return err
 	}
@@ -254,10 +254,11 @@ func orDash(ok bool, s string) string {
 }
 
 // connectJS connects to the pipeline's NATS once (failing at once if it is
-// down); in embedded mode it opens the data dir's (openDataDir).
-func connectJS(s settings, name string) (jetstream.JetStream, func(), error) {
+// down); in embedded mode it opens the data dir's (openDataDir), which
+// create makes if no run has used it yet.
+func connectJS(s settings, name string, create bool) (jetstream.JetStream, func(), error) {
 	if s.Embedded {
-		return openDataDir(s, name) // the data dir's own NATS
+		return openDataDir(s, name, create) // the data dir's own NATS
 	}
 	nc, err := s.NATS.ConnectOnce(name)
 	if err != nil {
@@ -299,7 +300,7 @@ func deleteCrawlCommand(ctx context.Context, s settings, ids []string, stdout io
 			return fmt.Errorf("crawl id %q: want 1-64 of [A-Za-z0-9_-]", id)
 		}
 	}
-	js, closeConn, err := connectJS(s, "sieve-crawler-delete")
+	js, closeConn, err := connectJS(s, "sieve-crawler-delete", false)
 	if err != nil {
 		return err
 	}

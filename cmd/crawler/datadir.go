@@ -33,11 +33,17 @@ import (
 // openDataDir opens the embedded NATS of data_dir for a one-shot command,
 // connected as name: it takes the directory's lock (lockDir) for the
 // command's duration and starts the server on the directory's store as an
-// embedded run does (backend.startNATS), without a dedup worker. A
+// embedded run does (backend.startNATS), without a dedup worker. With
+// create (crawler seed) a directory no run has used yet is made; without, a
 // directory that does not exist or holds no NATS store is an error and
-// nothing is created; one that a run owns is a *dirInUseError.
-func openDataDir(s settings, name string) (jetstream.JetStream, func(), error) {
+// nothing is created. One that a run owns is a *dirInUseError.
+func openDataDir(s settings, name string, create bool) (jetstream.JetStream, func(), error) {
 	dir := s.DataDir
+	if create {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("data dir: %w", err)
+		}
+	}
 	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("data dir %s does not exist: no embedded crawl has run there", dir)
 	} else if err != nil {
@@ -45,7 +51,7 @@ func openDataDir(s settings, name string) (jetstream.JetStream, func(), error) {
 	} else if !st.IsDir() {
 		return nil, nil, fmt.Errorf("data dir %s is not a directory", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "nats")); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "nats")); !create && errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("data dir %s holds no NATS store (nats/): no embedded crawl has run there", dir)
 	}
 	unlock, err := lockDir(dir)

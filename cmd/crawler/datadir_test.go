@@ -155,6 +155,10 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 	if _, err := os.Stat(snapshot("b")); err != nil {
 		t.Errorf("refused delete-crawl removed crawl b's snapshot: %v", err)
 	}
+	code, _, stderr = runCLI(t, ctx, "seed", "--data-dir", dir, "--crawl-id", "b", site.URL)
+	if code != 1 || !strings.Contains(stderr, "process "+pid) {
+		t.Errorf("seed while a run owns the dir: exit %d, stderr:\n%s\nwant exit 1 naming process %s", code, stderr, pid)
+	}
 	if err := holder.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +181,9 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 
 // TestEmbeddedRunNeedsSeed checks that an embedded run without --seed in a
 // data dir no run has used fails at once, saying what to give, and creates
-// nothing (it ran for seconds and summed up an empty crawl).
+// nothing (it ran for seconds and summed up an empty crawl); and that a
+// crawl seeded into a data dir (crawler seed --data-dir) is continued by a
+// run without --seed.
 func TestEmbeddedRunNeedsSeed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fresh")
 	code, stdout, stderr := runCLI(t, t.Context(), "run", "--embedded", "--data-dir", dir, "--progress", "never")
@@ -186,6 +192,21 @@ func TestEmbeddedRunNeedsSeed(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the data dir was created: %v", err)
+	}
+
+	// Seeded into the data dir (crawler seed --data-dir), a crawl is there
+	// to continue: a run without --seed crawls it.
+	site := startSite(t, testsite.Options{Pages: 10, Latency: time.Millisecond})
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, t.Context(), "seed", "--data-dir", dir, "--crawl-id", "s", site.URL)
+	if code != 0 || !strings.Contains(stdout, `seeded 1 URL(s) into crawl "s"`) {
+		t.Fatalf("seed --data-dir: exit %d\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	args := append([]string{"run", "--embedded", "--data-dir", dir, "--crawl-id", "s", "--idle-exit", "1s"}, testRunFlags(8)...)
+	if sum := runCrawler(t, t.Context(), crawlerBinary(t), args...); sum.Crawler.Fetched == 0 {
+		t.Errorf("the run without --seed fetched nothing of the crawl seeded into its data dir: %+v", sum)
 	}
 }
 

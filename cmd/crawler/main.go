@@ -44,6 +44,8 @@ const usage = `Usage:
   crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
   crawler crawls [--json]        the crawls on the pipeline: settings, seeds, queued URLs
   crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
+  crawler seed --data-dir DIR URL…
+                                 add seeds to a crawl of DIR, for the next 'crawler run --embedded'
   crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it reports)
   crawler delete-crawl --data-dir DIR ID…
                                  remove embedded crawls from DIR (refused while a run owns it)
@@ -149,9 +151,9 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	if s.Demo && s.NATS.URL == defaultSettings().NATS.URL {
 		s.Embedded = true
 	}
-	// crawls and delete-crawl given a data dir act on the embedded crawls
-	// stored there, unless a NATS server was named.
-	if (cmd == "crawls" || cmd == "delete-crawl") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
+	// seed, crawls and delete-crawl given a data dir act on the embedded
+	// crawls stored there, unless a NATS server was named.
+	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
 		s.Embedded = true
 	}
 	if err := errors.Join(s.Config.Validate(), s.validate()); err != nil {

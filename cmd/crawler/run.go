@@ -24,7 +24,7 @@ import (
 
 // seedCommand adds s.Seed to the crawl s.Crawl.ID.
 func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
-	js, closeConn, err := connectJS(s, "sieve-crawler-seed")
+	js, closeConn, err := connectJS(s, "sieve-crawler-seed", true)
 	if err != nil {
 		return err
 	}
