@@ -131,8 +131,8 @@
 // owner that gives up, its context ended, hands the URL back to the
 // waiters). A batch waits only after landing every URL it owns, so waits
 // form no cycle. Between worker processes the race remains: it needs two
-// workers to hold the same new URL within one publish round trip of each
-// other, and the window catches it (Republished counts it; the pipeline
+// workers to hold the same new URL between one's Contains and its mark,
+// and the window catches it (Republished counts it; the pipeline
 // benchmark prints it per row).
 //
 // # Why not mark first
@@ -164,8 +164,8 @@
 // no record: the filter is only ever a promise that the frontier already
 // holds the URL. Closing the gap needs a conditional write on the server —
 // "set these bits and record the keys that were new", one script, function
-// or module call — which is what the Lua layout did, at 7.7 µs of Redis CPU
-// per new key against 1.4–1.8 µs for the native layout. The price of
+// or module call — the kind of script the Lua layout ran, at 7.7 µs of Redis
+// CPU per new key against 1.4–1.8 µs for the native layout. The price of
 // publishing first is the second call, on unseen URLs only (about a tenth of
 // a crawl's links), and racing publishes between processes, which cost a
 // publish each and are caught by the window.
