@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,11 +34,27 @@ func (e *RedisVersionError) Error() string {
 // Unwrap returns ErrRedisTooOld.
 func (e *RedisVersionError) Unwrap() error { return ErrRedisTooOld }
 
+// checkedRedis holds the clients whose servers CheckRedis accepted: a
+// process opens many filters (one per crawl, one per window generation) on
+// one client, and asks the server once.
+var checkedRedis sync.Map // redis.UniversalClient → struct{}
+
 // CheckRedis refuses, with a *RedisVersionError, a server (every master of
 // a cluster) whose INFO reports a version older than MinRedisVersion. A
 // server that refuses INFO is not refused. The Redis filters call it when
-// they open.
+// they open; a client whose servers passed is not asked again.
 func CheckRedis(ctx context.Context, c redis.UniversalClient) error {
+	if _, ok := checkedRedis.Load(c); ok {
+		return nil
+	}
+	if err := checkRedis(ctx, c); err != nil {
+		return err
+	}
+	checkedRedis.Store(c, struct{}{})
+	return nil
+}
+
+func checkRedis(ctx context.Context, c redis.UniversalClient) error {
 	check := func(ctx context.Context, c *redis.Client) error {
 		info, err := c.Info(ctx, "server").Result()
 		var rerr redis.Error

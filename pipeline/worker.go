@@ -193,15 +193,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopMark := context.AfterFunc(ctx, func() { w.state.Store(StateStopping) })
 	defer stopMark()
 	if w.rdb != nil {
-		// A Redis too old for the filters is refused before any work.
-		if err := w.untilRedis(ctx, "check the redis version", func(ctx context.Context) error { return dedup.CheckRedis(ctx, w.rdb) }); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+		// A Redis too old for the filters is refused before any work; then
+		// the filters of Crawls open.
+		steps := []func(context.Context) error{func(ctx context.Context) error { return dedup.CheckRedis(ctx, w.rdb) }}
 		for _, id := range w.Crawls {
-			if err := w.untilRedis(ctx, "open filter", func(ctx context.Context) error { return w.preopen(ctx, id) }); err != nil {
+			steps = append(steps, func(ctx context.Context) error { return w.preopen(ctx, id) })
+		}
+		for i, step := range steps {
+			what := "open filter"
+			if i == 0 {
+				what = "check the redis version"
+			}
+			if err := w.untilRedis(ctx, what, step); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
