@@ -1,0 +1,506 @@
+// Package politeness hands out work one queue at a time, at the pace each
+// queue allows: a crawler's scheduler, apart from fetching.
+//
+// # Queues
+//
+// Work is grouped in queues, keyed by a string (the URL's host by default;
+// any key a caller chooses, such as URLFrontier's queue keys). A queue may
+// start a new item when
+//
+//   - fewer than its Parallel items are in process (handed out, not Done),
+//   - its Delay has passed since its last start, and since the end of its
+//     last item plus the pause that item asked for (a robots.txt
+//     Crawl-delay),
+//   - it is not blocked (BlockUntil: a Retry-After, a 429 or 503 backoff, an
+//     API caller's block).
+//
+// Take hands out the item of the queue that became ready first, so queues
+// share the fetch loop in the order their turns come and none is starved by
+// another's backlog.
+//
+// # Nothing held for a queue's turn
+//
+// Each queue holds at most Buffer items waiting. Offer refuses an item when
+// its queue's buffer is full and says when the item's turn is expected: the
+// queue's next start, plus one interval for every item waiting before it and
+// for every item already refused (the queue's horizon). The caller leaves the
+// item where it came from until then (the crawler hands a frontier message
+// back to JetStream with that delay), so a host with a backlog of 10,000
+// URLs holds Buffer of them, not 10,000, and the items of other hosts behind
+// them in the same stream are reached at once. The interval is the larger of
+// the queue's delay and its mean item duration divided by its parallelism,
+// so the estimate holds for queues without a delay too.
+//
+// # Memory
+//
+// A queue with nothing buffered, nothing in process, and no delay or block
+// still running is forgotten (checked at most once per second), so memory
+// follows the hosts with work, not every host ever seen. Limits set with
+// SetLimits are kept apart and are not forgotten. BenchmarkQueueMemory
+// measures the bytes per queue.
+//
+// # Time
+//
+// Time comes from a Clock (Options.Clock), so tests drive the scheduler with
+// a fake one and run in microseconds.
+package politeness
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Clock tells the time and waits for it. The zero Options use the system
+// clock.
+type Clock interface {
+	Now() time.Time
+	// After returns a channel that receives once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Limits are the politeness of one queue. Zero fields mean the defaults of
+// Options.
+type Limits struct {
+	// Parallel is the most items of the queue in process at once.
+	Parallel int
+	// Delay is the least time between two starts; negative for none.
+	Delay time.Duration
+}
+
+// Options configures a Scheduler. Zero values mean the defaults beside them.
+type Options struct {
+	// Parallel is the most items of one queue in process at once: 1.
+	Parallel int
+	// Delay is the least time between two starts of one queue: 1s;
+	// negative for none.
+	Delay time.Duration
+	// Buffer is the most items one queue holds waiting: 2 × its Parallel.
+	Buffer int
+	// MaxPause bounds the pause an item may ask for at Done and the block of
+	// BlockUntil, counted from now: 1h.
+	MaxPause time.Duration
+	// MinDefer is the least wait Offer asks of an item it refuses: 100ms.
+	MinDefer time.Duration
+	// Queues sets the limits of some queues (a site one owns).
+	Queues map[string]Limits
+	// Clock tells the time: the system clock.
+	Clock Clock
+}
+
+func (o Options) withDefaults() Options {
+	if o.Parallel <= 0 {
+		o.Parallel = 1
+	}
+	o.Delay = delayOr(o.Delay, time.Second)
+	if o.MaxPause <= 0 {
+		o.MaxPause = time.Hour
+	}
+	if o.MinDefer <= 0 {
+		o.MinDefer = 100 * time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	return o
+}
+
+// delayOr maps a delay setting to the delay: 0 is def, negative none.
+func delayOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// ErrClosed is returned by Take once the Scheduler is closed.
+var ErrClosed = errors.New("politeness: scheduler closed")
+
+// Scheduler holds items of type T in per-queue buffers and hands them out
+// when their queue may start one. It is safe for concurrent use. Construct
+// with New; Close wakes the callers of Take.
+type Scheduler[T any] struct {
+	o Options
+
+	mu        sync.Mutex
+	queues    map[string]*queue[T]
+	limits    map[string]Limits // set by SetLimits and Options.Queues
+	ready     readyHeap[T]      // queues with an item they may start, by readyAt
+	buffered  int
+	inProcess int
+	lastSweep time.Time
+	wake      chan struct{} // closed and replaced when something may have become ready
+	closed    bool
+}
+
+// queue is one key's state; guarded by Scheduler.mu.
+type queue[T any] struct {
+	key     string
+	limits  Limits // resolved: Parallel ≥ 1, Delay ≥ 0
+	items   []T    // waiting, oldest first
+	running int    // handed out, not Done
+	next    time.Time
+	blocked time.Time
+	horizon time.Time     // the expected turn of the last item refused
+	mean    time.Duration // moving mean of item durations
+	heapIdx int           // index in Scheduler.ready, -1 when not in it
+	readyAt time.Time
+}
+
+// New returns a Scheduler configured by o.
+func New[T any](o Options) *Scheduler[T] {
+	o = o.withDefaults()
+	s := &Scheduler[T]{o: o, queues: map[string]*queue[T]{}, limits: map[string]Limits{}, wake: make(chan struct{})}
+	for k, l := range o.Queues {
+		s.limits[k] = l
+	}
+	return s
+}
+
+// resolve returns the limits of key with defaults applied.
+func (s *Scheduler[T]) resolve(key string) Limits {
+	l := s.limits[key]
+	if l.Parallel <= 0 {
+		l.Parallel = s.o.Parallel
+	}
+	l.Delay = delayOr(l.Delay, s.o.Delay)
+	return l
+}
+
+func (s *Scheduler[T]) bufferOf(q *queue[T]) int {
+	if s.o.Buffer > 0 {
+		return s.o.Buffer
+	}
+	return 2 * q.limits.Parallel
+}
+
+func (s *Scheduler[T]) queueLocked(key string) *queue[T] {
+	q := s.queues[key]
+	if q == nil {
+		q = &queue[T]{key: key, limits: s.resolve(key), heapIdx: -1}
+		s.queues[key] = q
+	}
+	return q
+}
+
+// interval is the expected time between two starts of q.
+func (q *queue[T]) interval() time.Duration {
+	return max(q.limits.Delay, q.mean/time.Duration(q.limits.Parallel))
+}
+
+// Offer adds item to the queue key. It returns true if the item is now held
+// by the scheduler, to be handed out by Take; false if the queue's buffer is
+// full, with the time the item's turn is expected: the caller keeps it
+// elsewhere until then and offers it again.
+func (s *Scheduler[T]) Offer(key string, item T) (bool, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Clock.Now()
+	s.sweepLocked(now)
+	q := s.queueLocked(key)
+	if len(q.items) < s.bufferOf(q) {
+		q.items = append(q.items, item)
+		s.buffered++
+		s.updateLocked(q, now)
+		return true, time.Time{}
+	}
+	// Its turn: after the items waiting and those refused before it.
+	iv := q.interval()
+	start := later(now, q.next, q.blocked)
+	at := start.Add(time.Duration(len(q.items)) * iv)
+	if q.horizon.After(at) {
+		at = q.horizon
+	}
+	at = later(at, now.Add(s.o.MinDefer))
+	q.horizon = at.Add(iv)
+	return false, at
+}
+
+// Take waits until an item may start and hands it out: its queue counts it
+// in process until Done(key, …). It returns ctx's error when ctx ends first
+// and ErrClosed once the Scheduler is closed.
+func (s *Scheduler[T]) Take(ctx context.Context) (key string, item T, err error) {
+	for {
+		k, it, ok, wake, at := s.tryTake()
+		if ok {
+			return k, it, nil
+		}
+		if wake == nil {
+			return "", item, ErrClosed
+		}
+		var timer <-chan time.Time
+		if !at.IsZero() {
+			timer = s.o.Clock.After(at.Sub(s.o.Clock.Now()))
+		}
+		select {
+		case <-ctx.Done():
+			return "", item, ctx.Err()
+		case <-wake:
+		case <-timer:
+		}
+	}
+}
+
+// TryTake hands out an item that may start now, if there is one.
+func (s *Scheduler[T]) TryTake() (key string, item T, ok bool) {
+	key, item, ok, _, _ = s.tryTake()
+	return key, item, ok
+}
+
+// tryTake hands out an item that may start now; otherwise it returns the
+// channel closed on the next change and the time the first queue becomes
+// ready (zero: none waits). A nil channel means closed.
+func (s *Scheduler[T]) tryTake() (key string, item T, ok bool, wake <-chan struct{}, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", item, false, nil, time.Time{}
+	}
+	now := s.o.Clock.Now()
+	s.sweepLocked(now)
+	if len(s.ready) == 0 {
+		return "", item, false, s.wake, time.Time{}
+	}
+	q := s.ready[0]
+	if q.readyAt.After(now) {
+		return "", item, false, s.wake, q.readyAt
+	}
+	item = q.items[0]
+	var zero T
+	q.items[0] = zero
+	q.items = q.items[1:]
+	if len(q.items) == 0 {
+		q.items = nil // let the backing array go
+	}
+	s.buffered--
+	q.running++
+	s.inProcess++
+	q.next = now.Add(q.limits.Delay)
+	s.updateLocked(q, now)
+	return q.key, item, true, nil, time.Time{}
+}
+
+// Done ends an item of key handed out by Take, started at start (its
+// duration feeds the queue's estimates). The queue's next start is at least
+// pause after now (a robots.txt Crawl-delay; bounded by Options.MaxPause).
+func (s *Scheduler[T]) Done(key string, start time.Time, pause time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[key]
+	if q == nil || q.running == 0 {
+		return
+	}
+	now := s.o.Clock.Now()
+	q.running--
+	s.inProcess--
+	if d := now.Sub(start); d >= 0 && !start.IsZero() {
+		if q.mean == 0 {
+			q.mean = d
+		} else {
+			q.mean = (7*q.mean + d) / 8
+		}
+	}
+	if pause > 0 {
+		q.next = later(q.next, now.Add(min(pause, s.o.MaxPause)))
+	}
+	s.updateLocked(q, now)
+}
+
+// BlockUntil keeps the queue key from starting anything before t (bounded by
+// Options.MaxPause from now); a zero or past t lifts a block.
+func (s *Scheduler[T]) BlockUntil(key string, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Clock.Now()
+	if t.After(now.Add(s.o.MaxPause)) {
+		t = now.Add(s.o.MaxPause)
+	}
+	q := s.queueLocked(key)
+	q.blocked = t
+	s.updateLocked(q, now)
+}
+
+// SetDelay sets the delay between two starts of the queue key (negative:
+// none; 0: the default); an empty key sets the default of every queue
+// without its own.
+func (s *Scheduler[T]) SetDelay(key string, d time.Duration) {
+	s.mu.Lock()
+	if key == "" {
+		s.o.Delay = delayOr(d, time.Second)
+		s.mu.Unlock()
+		s.refresh()
+		return
+	}
+	l := s.limits[key]
+	l.Delay = d
+	s.limits[key] = l
+	s.mu.Unlock()
+	s.refresh()
+}
+
+// SetLimits sets the limits of the queue key (zero fields: the defaults).
+func (s *Scheduler[T]) SetLimits(key string, l Limits) {
+	s.mu.Lock()
+	s.limits[key] = l
+	s.mu.Unlock()
+	s.refresh()
+}
+
+// refresh applies changed limits to the queues.
+func (s *Scheduler[T]) refresh() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Clock.Now()
+	for k, q := range s.queues {
+		q.limits = s.resolve(k)
+		s.updateLocked(q, now)
+	}
+}
+
+// Remove takes every waiting item for which drop is true out of the
+// scheduler and returns them (a partition given back hands its messages
+// back).
+func (s *Scheduler[T]) Remove(drop func(key string, item T) bool) []T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []T
+	now := s.o.Clock.Now()
+	for k, q := range s.queues {
+		kept := q.items[:0]
+		for _, it := range q.items {
+			if drop(k, it) {
+				out = append(out, it)
+				s.buffered--
+				continue
+			}
+			kept = append(kept, it)
+		}
+		clear(q.items[len(kept):])
+		q.items = kept
+		s.updateLocked(q, now)
+	}
+	return out
+}
+
+// Stats are a Scheduler's counts now.
+type Stats struct {
+	Queues    int // queues remembered
+	Ready     int // queues with an item waiting that they may start now
+	Buffered  int // items waiting
+	InProcess int // items handed out, not Done
+	Blocked   int // queues blocked now
+}
+
+// Stats returns the scheduler's counts now.
+func (s *Scheduler[T]) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Clock.Now()
+	st := Stats{Queues: len(s.queues), Buffered: s.buffered, InProcess: s.inProcess}
+	for _, q := range s.ready {
+		if !q.readyAt.After(now) {
+			st.Ready++
+		}
+	}
+	for _, q := range s.queues {
+		if q.blocked.After(now) {
+			st.Blocked++
+		}
+	}
+	return st
+}
+
+// Close wakes the callers of Take, which return ErrClosed. Items still held
+// are dropped: take them out with Remove first if they must be handed back.
+// Close is idempotent.
+func (s *Scheduler[T]) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.wake)
+	}
+	return nil
+}
+
+// updateLocked puts q in the ready heap, moves it, or takes it out, after a
+// change, and wakes the callers of Take.
+func (s *Scheduler[T]) updateLocked(q *queue[T], now time.Time) {
+	canStart := len(q.items) > 0 && q.running < q.limits.Parallel
+	switch {
+	case canStart:
+		q.readyAt = later(q.next, q.blocked)
+		if q.heapIdx < 0 {
+			heap.Push(&s.ready, q)
+		} else {
+			heap.Fix(&s.ready, q.heapIdx)
+		}
+	case q.heapIdx >= 0:
+		heap.Remove(&s.ready, q.heapIdx)
+	}
+	if !s.closed {
+		close(s.wake)
+		s.wake = make(chan struct{})
+	}
+}
+
+// sweepLocked forgets, at most once a second, the queues that hold nothing
+// and wait for nothing.
+func (s *Scheduler[T]) sweepLocked(now time.Time) {
+	if now.Sub(s.lastSweep) < time.Second {
+		return
+	}
+	s.lastSweep = now
+	for k, q := range s.queues {
+		if len(q.items) == 0 && q.running == 0 && !now.Before(later(q.next, q.blocked, q.horizon)) {
+			delete(s.queues, k)
+		}
+	}
+}
+
+func later(t time.Time, more ...time.Time) time.Time {
+	for _, u := range more {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// readyHeap orders queues by the time they may start their next item.
+type readyHeap[T any] []*queue[T]
+
+func (h readyHeap[T]) Len() int { return len(h) }
+func (h readyHeap[T]) Less(i, j int) bool {
+	if h[i].readyAt.Equal(h[j].readyAt) {
+		return h[i].key < h[j].key
+	}
+	return h[i].readyAt.Before(h[j].readyAt)
+}
+func (h readyHeap[T]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *readyHeap[T]) Push(x any) {
+	q := x.(*queue[T])
+	q.heapIdx = len(*h)
+	*h = append(*h, q)
+}
+func (h *readyHeap[T]) Pop() any {
+	old := *h
+	q := old[len(old)-1]
+	old[len(old)-1] = nil
+	q.heapIdx = -1
+	*h = old[:len(old)-1]
+	return q
+}
