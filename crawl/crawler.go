@@ -20,6 +20,7 @@ import (
 
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/normalize"
+	"github.com/sievecrawl/sieve/politeness"
 )
 
 // Options configures a Crawler. Zero values mean the defaults beside them.
@@ -34,8 +35,10 @@ type Options struct {
 	// MaxPages stops this crawler after it fetched that many URLs; what is
 	// left stays on the frontier for the next run. 0: no limit.
 	MaxPages int64
-	// InFlight is how many frontier messages the crawler holds at once,
-	// waiting for their host's turn or being fetched: 256.
+	// InFlight bounds the frontier messages the crawler holds at once, over
+	// all hosts: in their host's buffer (a few per host; the rest waits in
+	// JetStream) or being fetched: 4,096. It bounds memory, not speed: at
+	// the defaults it holds 2 messages for each of 2,000 hosts.
 	InFlight int
 	// MaxRedirects ends a chain of redirects: a URL reached through that
 	// many redirects in a row that redirects again fails with
@@ -88,7 +91,7 @@ func (o Options) withDefaults() Options {
 		o.MaxDepth = 16
 	}
 	if o.InFlight <= 0 {
-		o.InFlight = 256
+		o.InFlight = 4096
 	}
 	if o.MaxRedirects <= 0 {
 		o.MaxRedirects = 5
@@ -157,8 +160,9 @@ type Crawler struct {
 	seeds     *seedCache
 	leases    *leaseTable
 	redirects *redirectHops
+	attempts  *attempts
+	sched     *politeness.Scheduler[*job] // messages in hand, by host, until their turn
 
-	slots    chan struct{} // one token per message held
 	mu       sync.Mutex
 	inflight map[jetstream.Msg]struct{}
 	owned    map[int]*partitionRun
@@ -185,7 +189,7 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 		opts:    opts,
 		js:      js,
 		fetcher: f,
-		slots:   make(chan struct{}, opts.InFlight),
+		sched:   newScheduler(f.opts),
 
 		inflight: map[jetstream.Msg]struct{}{},
 		owned:    map[int]*partitionRun{},
@@ -199,6 +203,30 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 	f.observe = m.observe
 	c.jobCtx, c.jobCancel = context.WithCancel(context.Background())
 	return c, nil
+}
+
+// newScheduler returns the politeness scheduler of the fetcher options fo
+// (with their defaults applied): HostParallel and HostDelay for every host,
+// Hosts' policies for theirs.
+func newScheduler(fo FetcherOptions) *politeness.Scheduler[*job] {
+	// FetcherOptions' delays are resolved (0: none); politeness reads 0 as
+	// the default and a negative delay as none.
+	delay := func(d time.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return d
+	}
+	queues := make(map[string]politeness.Limits, len(fo.Hosts))
+	for h, p := range fo.Hosts {
+		queues[h] = politeness.Limits{Parallel: p.Parallel, Delay: delay(p.Delay)}
+	}
+	return politeness.New[*job](politeness.Options{
+		Parallel: fo.HostParallel,
+		Delay:    delay(fo.HostDelay),
+		MaxPause: max(fo.MaxCrawlDelay, time.Minute),
+		Queues:   queues,
+	})
 }
 
 // ID returns the crawler's name among its peers.
@@ -236,10 +264,29 @@ func (c *Crawler) Run(ctx context.Context) error {
 		return err
 	}
 	c.redirects = newRedirectHops(rkv, 100_000)
+	if c.attempts, err = openAttempts(ctx, c.js, o.Topology); err != nil {
+		return err
+	}
 	c.leases, err = openLeases(ctx, c.js, o.Topology, o.LeaseTTL, o.ID)
 	if err != nil {
 		return err
 	}
+
+	// The fetch loops outlive the pullers: on the way out, the URLs in
+	// hand finish (up to ShutdownTimeout) after the pullers stopped.
+	loopCtx, stopLoops := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	for range c.fetcher.opts.MaxParallel {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			c.fetchLoop(loopCtx)
+		}()
+	}
+	defer func() {
+		stopLoops()
+		loops.Wait()
+	}()
 
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -280,6 +327,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 	for _, r := range runs {
 		<-r.done
 	}
+	c.handBack(nil) // those waiting for their host's turn
 	c.waitJobs(o.ShutdownTimeout)
 	// Acknowledgements and hand-backs are plain publishes: make sure the
 	// server has them before we go, or their messages would wait out
@@ -327,6 +375,7 @@ func (c *Crawler) Close() error {
 	c.closeOnce.Do(func() {
 		c.jobCancel()
 		c.jobs.Wait()
+		c.sched.Close()
 		c.fetcher.Close()
 	})
 	return nil
@@ -398,6 +447,7 @@ func (c *Crawler) Stats() Stats {
 	s := c.stats.snapshot()
 	c.mu.Lock()
 	s.InFlight = len(c.inflight)
+	s.Hosts = c.sched.Stats().Queues
 	for p := range c.owned {
 		s.Partitions = append(s.Partitions, p)
 	}

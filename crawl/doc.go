@@ -11,11 +11,8 @@
 //     at most 24 hours), 4xx read as "allow all", 5xx/429/network errors as
 //     "disallow for now" (the page is retried later), Crawl-delay obeyed up
 //     to a bound;
-//   - per host, at most HostParallel requests run at once and their starts
-//     are HostDelay apart (defaults: one at a time, one second apart;
-//     FetcherOptions.Hosts sets other values for named hosts, such as a
-//     site one owns);
-//     Retry-After of a 429 or 503 pushes the host's next request back;
+//   - politeness is not the Fetcher's: Fetch makes one exchange at once;
+//     the Crawler spaces them per host (see Scheduling);
 //   - no connection goes to a loopback, private, link-local (cloud metadata),
 //     shared, multicast or reserved address: the check runs in the dialer,
 //     after DNS resolution, on every connection. A seed on such a host is
@@ -37,6 +34,28 @@
 // would read COLLY_* environment variables, and its transport ignores
 // HTTP_PROXY: configuration comes only from FetcherOptions.
 //
+// # Scheduling
+//
+// Politeness is kept by a politeness.Scheduler with one queue per host (the
+// URL's host and port, lower case): at most HostParallel requests to a host at
+// once, their starts HostDelay apart (defaults: one at a time, one second
+// apart; FetcherOptions.Hosts sets other values for named hosts, such as a
+// site one owns), a robots.txt Crawl-delay passed back after each request, and
+// the Retry-After of a 429 or 503 blocking the host until then.
+//
+// Each owned partition's puller offers the messages it takes to the
+// scheduler, which holds a few per host (2 × the host's parallelism). A
+// message whose host's buffer is full is handed straight back to JetStream
+// (NakWithDelay) with the delay the scheduler expects its turn to take, and
+// counted in Stats.Deferred; when it comes back it goes before the host's new
+// URLs, so each host is crawled in the order its URLs were found. Nothing
+// waits for a host's turn beyond its buffer, so the hosts behind a backlog in
+// the same partition are reached at once, and the messages in hand
+// (Options.InFlight, 4,096) bound memory, not speed: Fetcher.MaxParallel
+// fetch loops take whichever host's turn comes first. JetStream's delivery
+// count then says nothing about failed attempts: those are counted in the
+// key-value bucket <PREFIX>_ATTEMPTS (see attempts.go).
+//
 // # Crawling
 //
 // A Crawler consumes the frontier stream of package frontier, which is split
@@ -53,12 +72,12 @@
 // message carries the page's in-scope links (or a redirect's target) to the
 // dedup workers; only then is the frontier message acknowledged. A crawler
 // killed at any point loses nothing: JetStream delivers an unacknowledged
-// message again after AckWait, to the partition's next owner. Messages
-// waiting for their host's turn are kept alive (InProgress) meanwhile.
+// message again after AckWait, to the partition's next owner. Messages in a
+// host's buffer are kept alive (InProgress) meanwhile.
 //
 // Temporary failures are handed back with a delay (NakWithDelay: the
 // backoff doubles from RetryBackoff, or Retry-After if longer) and given up
-// after MaxRetries redeliveries; permanent failures are counted by reason and
+// after MaxRetries retries; permanent failures are counted by reason and
 // acknowledged. Redirect targets keep their page's depth, so chains of
 // redirects are counted instead (bucket <PREFIX>_REDIRECTS) and end after
 // MaxRedirects.

@@ -179,7 +179,6 @@ type Fetcher struct {
 	transport *http.Transport
 	guard     *guard
 	robots    *robotsCache
-	hosts     *hostGate
 	parallel  chan struct{} // one token per request in flight
 
 	cancel   context.CancelFunc
@@ -223,7 +222,7 @@ func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fetcher{opts: opts, guard: g, hosts: newHostGate(opts.HostParallel, opts.HostDelay, opts.Hosts), parallel: make(chan struct{}, opts.MaxParallel)}
+	f := &Fetcher{opts: opts, guard: g, parallel: make(chan struct{}, opts.MaxParallel)}
 	dialer := &net.Dialer{Timeout: min(opts.RequestTimeout, 10*time.Second), KeepAlive: 30 * time.Second}
 	f.transport = &http.Transport{
 		Proxy:                 nil, // never from the environment
@@ -387,58 +386,53 @@ func (f *Fetcher) onResponse(resp *colly.Response) {
 	}
 }
 
-// Fetch fetches rawURL once, waiting for robots.txt, the host's turn and its
-// delay. It returns a Page for every HTTP response that is not an error: 2xx
-// (with links for HTML) and 3xx (with Redirect). Other outcomes are a
-// *FetchError, or ctx's error when ctx ended first.
+// Fetch fetches rawURL once, after checking robots.txt. It returns a Page for
+// every HTTP response that is not an error: 2xx (with links for HTML) and 3xx
+// (with Redirect). Other outcomes are a *FetchError, or ctx's error when ctx
+// ended first. Fetch does not space requests to a host: that is the
+// scheduler's job (package politeness), which the Crawler runs.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Page, error) {
-	return f.fetch(ctx, ctx, rawURL)
+	p, _, err := f.fetch(ctx, ctx, rawURL)
+	return p, err
 }
 
 // fetch is Fetch with two contexts: wait bounds the waiting for robots.txt and
-// the host's turn (ending it hands the URL back unfetched), ctx the request.
-func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, error) {
+// a global request slot (ending it hands the URL back unfetched), ctx the
+// request. It also returns the pause the host asked for after this request
+// (its robots.txt Crawl-delay, bounded by MaxCrawlDelay); a Retry-After is in
+// the FetchError.
+func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, time.Duration, error) {
 	if f.closed.Load() {
-		return nil, errors.New("crawl: fetcher closed")
+		return nil, 0, errors.New("crawl: fetcher closed")
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		if err == nil {
 			err = errors.New("not an absolute http(s) URL")
 		}
-		return nil, &FetchError{URL: rawURL, Reason: ReasonBadURL, Err: err}
+		return nil, 0, &FetchError{URL: rawURL, Reason: ReasonBadURL, Err: err}
 	}
 	var crawlDelay time.Duration
 	if !f.opts.IgnoreRobots {
 		crawlDelay, err = f.robots.allowed(wait, u)
 		switch {
 		case wait.Err() != nil:
-			return nil, wait.Err()
+			return nil, 0, wait.Err()
 		case errors.Is(err, ErrRobotsDisallowed):
-			return nil, &FetchError{URL: rawURL, Reason: ReasonRobots, Err: err}
+			return nil, 0, &FetchError{URL: rawURL, Reason: ReasonRobots, Err: err}
 		case err != nil:
-			return nil, &FetchError{URL: rawURL, Reason: ReasonRobotsUnavailable, Temporary: true, Err: err}
+			return nil, 0, &FetchError{URL: rawURL, Reason: ReasonRobotsUnavailable, Temporary: true, Err: err}
 		}
 	}
-	if err := wait.Err(); err != nil {
-		return nil, err
-	}
-	release, err := f.hosts.acquire(wait, strings.ToLower(u.Host))
-	if err != nil {
-		return nil, err
-	}
 	pause := min(crawlDelay, f.opts.MaxCrawlDelay)
-	defer func() { release(pause) }()
-	// The global limit is taken after the host's turn, so requests waiting
-	// for a slow host hold no global slot.
 	select {
 	case f.parallel <- struct{}{}:
 	case <-wait.Done():
-		return nil, wait.Err()
+		return nil, 0, wait.Err()
 	}
 	if err := wait.Err(); err != nil { // both were ready: select chose at random
 		<-f.parallel
-		return nil, err
+		return nil, 0, err
 	}
 	start := time.Now()
 	r, err := f.do(ctx, rawURL)
@@ -447,10 +441,10 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, error)
 		f.observe(time.Since(start))
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, pause, ctx.Err()
 	}
 	if !r.gotReply {
-		return nil, classify(rawURL, err)
+		return nil, pause, classify(rawURL, err)
 	}
 	p := &r.page
 	switch {
@@ -459,25 +453,24 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, error)
 			p.Links = nil
 		}
 		if p.Status >= 300 && p.Redirect == rawURL {
-			return nil, &FetchError{URL: rawURL, Reason: ReasonRedirectLoop, Status: p.Status}
+			return nil, pause, &FetchError{URL: rawURL, Reason: ReasonRedirectLoop, Status: p.Status}
 		}
-		return p, nil
+		return p, pause, nil
 	case p.Status == http.StatusTooManyRequests || p.Status == http.StatusServiceUnavailable:
 		ra := retryAfter(r.headers.Get("Retry-After"), time.Now())
-		pause = max(pause, min(ra, f.opts.MaxCrawlDelay))
 		reason := ReasonTooMany
 		if p.Status != http.StatusTooManyRequests {
 			reason = ReasonStatus5xx
 		}
-		return nil, &FetchError{URL: rawURL, Reason: reason, Status: p.Status, Temporary: true, RetryAfter: ra}
+		return nil, pause, &FetchError{URL: rawURL, Reason: reason, Status: p.Status, Temporary: true, RetryAfter: ra}
 	case p.Status == http.StatusRequestTimeout:
-		return nil, &FetchError{URL: rawURL, Reason: ReasonTimeout, Status: p.Status, Temporary: true}
+		return nil, pause, &FetchError{URL: rawURL, Reason: ReasonTimeout, Status: p.Status, Temporary: true}
 	case p.Status >= 500 && p.Status != http.StatusNotImplemented && p.Status != http.StatusHTTPVersionNotSupported:
-		return nil, &FetchError{URL: rawURL, Reason: ReasonStatus5xx, Status: p.Status, Temporary: true}
+		return nil, pause, &FetchError{URL: rawURL, Reason: ReasonStatus5xx, Status: p.Status, Temporary: true}
 	case p.Status >= 500:
-		return nil, &FetchError{URL: rawURL, Reason: ReasonStatus5xx, Status: p.Status}
+		return nil, pause, &FetchError{URL: rawURL, Reason: ReasonStatus5xx, Status: p.Status}
 	default:
-		return nil, &FetchError{URL: rawURL, Reason: ReasonStatus4xx, Status: p.Status}
+		return nil, pause, &FetchError{URL: rawURL, Reason: ReasonStatus4xx, Status: p.Status}
 	}
 }
 

@@ -298,50 +298,6 @@ func TestFetchIgnoresEnvironment(t *testing.T) {
 	}
 }
 
-func TestFetchPoliteness(t *testing.T) {
-	site := startSite(t, testsite.Options{Pages: 20})
-	const delay = 100 * time.Millisecond
-	f := newFetcher(t, FetcherOptions{HostParallel: 1, HostDelay: delay}, site.Host())
-	errs := make(chan error, 6)
-	for i := range 6 {
-		go func() {
-			_, err := f.Fetch(t.Context(), fmt.Sprintf("%sp/%d", site.URL, i))
-			errs <- err
-		}()
-	}
-	for range 6 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n, reqs := site.MaxInFlight(); n != 1 {
-		t.Errorf("site served %d requests at once, want 1: %q", n, reqs)
-	}
-	// Starts are spaced by the delay at the crawler; arrivals may be a
-	// little closer (a new connection's handshake delays only the first).
-	if gap := site.MinGap(); gap < delay*8/10 {
-		t.Errorf("shortest gap between requests = %v, want about %v or more", gap, delay)
-	}
-
-	// With parallelism 3 and no delay the host sees up to 3 at once.
-	slow := startSite(t, testsite.Options{Pages: 20, Latency: 50 * time.Millisecond})
-	f3 := newFetcher(t, FetcherOptions{HostParallel: 3, HostDelay: -1, IgnoreRobots: true}, slow.Host())
-	for i := range 9 {
-		go func() {
-			_, err := f3.Fetch(t.Context(), fmt.Sprintf("%sp/%d", slow.URL, i))
-			errs <- err
-		}()
-	}
-	for range 9 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n, _ := slow.MaxInFlight(); n > 3 || n < 2 {
-		t.Errorf("site served up to %d requests at once, want 2 or 3 (limit 3)", n)
-	}
-}
-
 func TestFetchTimeoutAndCancel(t *testing.T) {
 	hang := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -424,40 +380,5 @@ func TestFetchKeepsConnections(t *testing.T) {
 			t.Fatalf("goroutines left after Close: %q", ownGoroutines())
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestFetchHostPolicy checks FetcherOptions.Hosts: the host named gets its
-// own parallelism and delay, every other host the general ones (issue 10
-// item 4: the demo turned politeness off for every host).
-func TestFetchHostPolicy(t *testing.T) {
-	own := startSite(t, testsite.Options{Pages: 20, Latency: 50 * time.Millisecond})
-	other := startSite(t, testsite.Options{Pages: 20, Latency: 50 * time.Millisecond, Addr: "127.0.0.2"})
-	const delay = 100 * time.Millisecond
-	f := newFetcher(t, FetcherOptions{HostParallel: 1, HostDelay: delay, IgnoreRobots: true,
-		Hosts: map[string]HostPolicy{strings.ToUpper(own.Host()): {Parallel: 3, Delay: -1}}}, own.Host())
-	f.AllowHost(other.Host())
-	errs := make(chan error, 12)
-	for i := range 6 {
-		for _, s := range []*testsite.Site{own, other} {
-			go func() {
-				_, err := f.Fetch(t.Context(), fmt.Sprintf("%sp/%d", s.URL, i))
-				errs <- err
-			}()
-		}
-	}
-	for range 12 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n, _ := own.MaxInFlight(); n < 2 || n > 3 {
-		t.Errorf("%s (own, parallel 3) served up to %d requests at once, want 2 or 3", own.Host(), n)
-	}
-	if n, reqs := other.MaxInFlight(); n != 1 {
-		t.Errorf("%s (general policy) served %d requests at once, want 1: %q", other.Host(), n, reqs)
-	}
-	if gap := other.MinGap(); gap < delay*8/10 {
-		t.Errorf("%s: shortest gap between requests = %v, want about %v or more", other.Host(), gap, delay)
 	}
 }

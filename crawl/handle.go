@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,11 +12,29 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 )
 
-// handle processes one frontier message to its end: acknowledged,
-// terminated, or handed back for a later try.
-func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
+// job is a frontier message in hand: in its host's buffer in the scheduler,
+// or being fetched.
+type job struct {
+	msg    jetstream.Msg
+	entry  frontier.Entry
+	u      *url.URL
+	seeds  seedSet
+	run    *partitionRun
+	settle func() // ends its hold; called once it is acknowledged, terminated or handed back
+}
+
+// queueKey is the politeness queue of a URL: its host, with the port when
+// there is one, in lower case.
+func queueKey(u *url.URL) string { return strings.ToLower(u.Host) }
+
+// admit takes a frontier message from a partition's puller: unreadable or
+// out-of-scope messages are settled at once; the others are offered to the
+// scheduler, or handed back to wait for their host's turn when its buffer is
+// full.
+func (c *Crawler) admit(msg jetstream.Msg, r *partitionRun) {
 	ctx := c.jobCtx
 	o := c.opts
+	settle := c.hold(msg, r)
 	entry, err := frontier.DecodeEntry(msg.Data())
 	if err != nil {
 		var pe *frontier.PoisonError
@@ -26,17 +45,20 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 		c.stats.skip(reason)
 		o.Logger.Warn("unreadable frontier message", "err", err)
 		_ = msg.TermWithReason(reason)
+		settle()
 		return
 	}
 	u, err := url.Parse(entry.URL)
 	if err != nil {
 		c.stats.skip("bad_url")
 		_ = msg.TermWithReason("bad_url")
+		settle()
 		return
 	}
 	seeds, err := c.seeds.get(ctx, entry.Crawl, false)
 	if err != nil {
 		c.retryLater(msg, "crawl record: "+err.Error())
+		settle()
 		return
 	}
 	in, why := o.Scope.in(seeds, u)
@@ -49,21 +71,60 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 	switch {
 	case !in:
 		c.stats.skip(why)
-		c.ack(ctx, msg)
+		c.settleLater(msg, settle)
 		return
 	case entry.Depth > o.MaxDepth:
 		c.stats.skip("too_deep")
-		c.ack(ctx, msg)
+		c.settleLater(msg, settle)
 		return
 	}
+	j := &job{msg: msg, entry: entry, u: u, seeds: seeds, run: r, settle: settle}
+	offer := c.sched.Offer
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		// Deferred before, retried, or handed back: older than the
+		// host's new URLs, so not held behind them.
+		offer = c.sched.OfferDeferred
+	}
+	if ok, at := offer(queueKey(u), j); !ok {
+		c.stats.deferred()
+		o.Logger.Debug("host busy: handed back until its turn", "url", entry.URL, "at", at)
+		_ = msg.NakWithDelay(max(time.Until(at), 0))
+		settle()
+	}
+}
+
+// settleLater acknowledges msg without holding up the puller.
+func (c *Crawler) settleLater(msg jetstream.Msg, settle func()) {
+	go func() {
+		defer settle()
+		c.ack(c.jobCtx, msg)
+	}()
+}
+
+// handle fetches the URL of j, whose host's turn has come (the scheduler
+// counts it in process under key until Done), and settles its message:
+// acknowledged, terminated, or handed back for a later try.
+func (c *Crawler) handle(key string, j *job) {
+	defer j.settle()
+	ctx := c.jobCtx
+	o := c.opts
+	msg, entry, u, seeds, r := j.msg, j.entry, j.u, j.seeds, j.run
 	if o.MaxPages > 0 && c.started.Add(1) > o.MaxPages {
+		c.sched.Done(key, time.Time{}, 0)
 		_ = msg.Nak() // for the next run
 		return
 	} else if o.MaxPages == 0 {
 		c.started.Add(1)
 	}
 
-	page, err := c.fetcher.fetch(r.ctx, ctx, entry.URL)
+	start := time.Now()
+	page, pause, err := c.fetcher.fetch(r.ctx, ctx, entry.URL)
+	c.sched.Done(key, start, pause)
+	var fe *FetchError
+	if errors.As(err, &fe) && fe.RetryAfter > 0 {
+		// A 429 or 503 with Retry-After: the whole host waits.
+		c.sched.BlockUntil(key, time.Now().Add(min(fe.RetryAfter, c.fetcher.opts.MaxCrawlDelay)))
+	}
 	if err != nil {
 		if r.ctx.Err() != nil && ctx.Err() == nil && !isFetchError(err) {
 			// Given back before its turn came: unfetched, for the
@@ -79,6 +140,7 @@ func (c *Crawler) handle(msg jetstream.Msg, r *partitionRun) {
 		return
 	}
 	c.finished.Add(1)
+	o.Logger.Debug("fetched", "url", entry.URL, "status", page.Status)
 	c.stats.fetched(entry.Crawl, u.Hostname(), page)
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
 	links := page.Links
@@ -229,11 +291,12 @@ func (c *Crawler) failed(ctx context.Context, msg jetstream.Msg, entry frontier.
 		c.stats.attempt(entry.Crawl, u.Hostname(), fe)
 	}
 	if fe.Temporary {
-		n := uint64(1)
-		if md, merr := msg.Metadata(); merr == nil {
-			n = md.NumDelivered
+		n, aerr := c.attempts.failed(ctx, msg)
+		if aerr != nil {
+			c.retryLater(msg, aerr.Error())
+			return
 		}
-		if n <= uint64(o.MaxRetries) {
+		if n <= o.MaxRetries {
 			backoff := o.RetryBackoff
 			if p, ok := c.fetcher.policy(entry.URL); ok && p.RetryBackoff > 0 {
 				backoff = p.RetryBackoff

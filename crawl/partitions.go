@@ -67,6 +67,7 @@ func (c *Crawler) balance(ctx context.Context) error {
 		c.mu.Unlock()
 		if r != nil {
 			r.cancel()
+			go func() { <-r.done; c.handBack(r) }()
 		}
 	}
 	if err != nil {
@@ -97,6 +98,7 @@ func (c *Crawler) balance(ctx context.Context) error {
 		r.stopPull()
 		go func() {
 			<-r.done
+			c.handBack(r)
 			r.jobs.Wait()
 			close(r.draining)
 		}()
@@ -134,7 +136,9 @@ func (c *Crawler) startPartition(ctx context.Context, p int) error {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       o.AckWait,
 		MaxDeliver:    -1, // retries are bounded by the crawler, which terminates
-		MaxAckPending: o.InFlight,
+		// Messages handed back to wait for their host's turn are
+		// pending too: a host's backlog must not stop the partition.
+		MaxAckPending: -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
@@ -155,11 +159,13 @@ func (c *Crawler) startPartition(ctx context.Context, p int) error {
 	return nil
 }
 
-// pull fetches messages of one partition while free slots last. It takes
-// what is waiting without waiting (FetchNoWait, as many as there are free
-// slots), and when nothing is, waits for one message at a time: no slot is
-// held for a message that has not come, and no message waits in a client
-// buffer where AckWait would run out unseen.
+// pull takes the messages of one partition and offers them to the
+// scheduler. It takes what is waiting without waiting (FetchNoWait, up to 64
+// and up to the room left under Options.InFlight), and when nothing is, waits
+// for one message at a time. A message whose host's buffer is full is handed
+// straight back with the delay the scheduler expects its turn to take, so
+// one host's backlog never stands between the puller and the hosts behind it
+// in the stream, and nothing waits in hand for its host beyond the buffer.
 func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *partitionRun) {
 	const maxBatch = 64
 	backoff := 100 * time.Millisecond
@@ -171,21 +177,10 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 			sleep(ctx, 50*time.Millisecond)
 			continue
 		}
-		// One slot, waiting; then as many more as are free.
-		select {
-		case c.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		n := 1
-		for !wait && n < maxBatch {
-			select {
-			case c.slots <- struct{}{}:
-				n++
-				continue
-			default:
-			}
-			break
+		room := c.opts.InFlight - c.held()
+		if room <= 0 {
+			sleep(ctx, 20*time.Millisecond)
+			continue
 		}
 		var batch jetstream.MessageBatch
 		var err error
@@ -193,10 +188,9 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 			// Short, so that stopping never waits long for it.
 			batch, err = cons.Fetch(1, jetstream.FetchMaxWait(250*time.Millisecond))
 		} else {
-			batch, err = cons.FetchNoWait(n)
+			batch, err = cons.FetchNoWait(min(room, maxBatch))
 		}
 		if err != nil {
-			c.freeSlots(n)
 			if ctx.Err() != nil {
 				return
 			}
@@ -209,36 +203,59 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 		got := 0
 		for msg := range batch.Messages() {
 			got++
-			c.start(msg, r)
+			c.admit(msg, r)
 		}
-		c.freeSlots(n - got)
 		wait = got == 0
 	}
 }
 
-// start runs the job of one message, which holds a slot.
-func (c *Crawler) start(msg jetstream.Msg, r *partitionRun) {
+// held is the number of frontier messages in hand.
+func (c *Crawler) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.inflight)
+}
+
+// hold counts msg in hand until settle is called: kept alive, waited for by
+// the partition's give-back and by shutdown.
+func (c *Crawler) hold(msg jetstream.Msg, r *partitionRun) (settle func()) {
 	c.mu.Lock()
 	c.inflight[msg] = struct{}{}
 	c.mu.Unlock()
 	c.jobs.Add(1)
 	r.jobs.Add(1)
-	go func() {
-		defer func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
 			c.mu.Lock()
 			delete(c.inflight, msg)
 			c.mu.Unlock()
-			<-c.slots
 			r.jobs.Done()
 			c.jobs.Done()
-		}()
-		c.handle(msg, r)
-	}()
+		})
+	}
 }
 
-func (c *Crawler) freeSlots(n int) {
-	for range n {
-		<-c.slots
+// fetchLoop runs one of the Options.Fetcher.MaxParallel fetch loops: it takes
+// the next URL whose host may be fetched now and handles it to its end.
+func (c *Crawler) fetchLoop(ctx context.Context) {
+	for {
+		key, j, err := c.sched.Take(ctx)
+		if err != nil {
+			return
+		}
+		c.handle(key, j)
+	}
+}
+
+// handBack takes the messages of partition run r (all runs if nil) waiting
+// for their host's turn out of the scheduler and hands them back unfetched,
+// for the partition's next owner.
+func (c *Crawler) handBack(r *partitionRun) {
+	for _, j := range c.sched.Remove(func(_ string, j *job) bool { return r == nil || j.run == r }) {
+		c.opts.Logger.Debug("handed back unfetched", "url", j.entry.URL)
+		_ = j.msg.Nak()
+		j.settle()
 	}
 }
 
@@ -252,8 +269,8 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // keepAlive tells JetStream, every AckWait/3, that the messages in hand are
-// still being worked on, so that waiting for a polite host's turn does not
-// get them redelivered to another crawler.
+// still being worked on, so that waiting in their host's buffer does not get
+// them redelivered to another crawler.
 func (c *Crawler) keepAlive(ctx context.Context) {
 	t := time.NewTicker(c.opts.AckWait / 3)
 	defer t.Stop()

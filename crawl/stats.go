@@ -57,8 +57,16 @@ type Stats struct {
 	// TopHostsShown); HostCount is the number of hosts counted.
 	TopHosts  []HostFetches `json:"top_hosts,omitempty"`
 	HostCount int           `json:"host_count"`
-	// InFlight is the frontier messages in hand now.
+	// Deferred counts frontier messages handed back to JetStream to wait
+	// for their host's turn, its buffer being full (a message may be
+	// deferred more than once).
+	Deferred int64 `json:"deferred"`
+	// InFlight is the frontier messages in hand now: in their host's
+	// buffer or being fetched.
 	InFlight int `json:"in_flight"`
+	// Hosts is the number of politeness queues (hosts) remembered now: those
+	// with URLs in hand or a delay still running.
+	Hosts int `json:"hosts"`
 	// Partitions lists the frontier partitions owned now.
 	Partitions []int `json:"partitions"`
 }
@@ -221,6 +229,12 @@ func (c *counters) fail(crawl string, r Reason) {
 func (c *counters) skip(why string) {
 	c.mu.Lock()
 	c.s.Skipped[why]++
+	c.mu.Unlock()
+}
+
+func (c *counters) deferred() {
+	c.mu.Lock()
+	c.s.Deferred++
 	c.mu.Unlock()
 }
 

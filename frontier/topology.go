@@ -117,6 +117,10 @@ func (t Topology) CrawlsBucket() string { return t.upperPrefix() + "_CRAWLS" }
 // each redirect target: <PREFIX>_REDIRECTS.
 func (t Topology) RedirectsBucket() string { return t.upperPrefix() + "_REDIRECTS" }
 
+// AttemptsBucket is the key-value bucket counting the fetch attempts of
+// frontier messages that failed temporarily: <PREFIX>_ATTEMPTS.
+func (t Topology) AttemptsBucket() string { return t.upperPrefix() + "_ATTEMPTS" }
+
 // WatchBucket is the key-value bucket in which every process's watch server
 // announces itself (package watch): <PREFIX>_WATCH.
 func (t Topology) WatchBucket() string { return t.upperPrefix() + "_WATCH" }

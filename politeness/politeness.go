@@ -198,17 +198,32 @@ func (q *queue[T]) interval() time.Duration {
 	return max(q.limits.Delay, q.mean/time.Duration(q.limits.Parallel))
 }
 
-// Offer adds item to the queue key. It returns true if the item is now held
-// by the scheduler, to be handed out by Take; false if the queue's buffer is
-// full, with the time the item's turn is expected: the caller keeps it
-// elsewhere until then and offers it again.
+// Offer adds a new item to the queue key. It returns true if the item is now
+// held by the scheduler, to be handed out by Take; false if the queue's
+// buffer is full, or items it refused before have not had their turn yet,
+// with the time the item's turn is expected: the caller keeps it elsewhere
+// until then and offers it again with OfferDeferred. New items thus go
+// behind the refused ones, and a queue's items start in the order they came
+// (a crawl stays breadth-first per host, so a page is first found at its
+// least depth).
 func (s *Scheduler[T]) Offer(key string, item T) (bool, time.Time) {
+	return s.offer(key, item, false)
+}
+
+// OfferDeferred offers an item refused before (or any item older than those
+// refused since, such as a retry): it is held if the buffer has room, even
+// if other refused items have not had their turn yet.
+func (s *Scheduler[T]) OfferDeferred(key string, item T) (bool, time.Time) {
+	return s.offer(key, item, true)
+}
+
+func (s *Scheduler[T]) offer(key string, item T, deferred bool) (bool, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.o.Clock.Now()
 	s.sweepLocked(now)
 	q := s.queueLocked(key)
-	if len(q.items) < s.bufferOf(q) {
+	if len(q.items) < s.bufferOf(q) && (deferred || !now.Before(q.horizon)) {
 		q.items = append(q.items, item)
 		s.buffered++
 		s.updateLocked(q, now)
@@ -304,11 +319,10 @@ func (s *Scheduler[T]) Done(key string, start time.Time, pause time.Duration) {
 	q.running--
 	s.inProcess--
 	if d := now.Sub(start); d >= 0 && !start.IsZero() {
-		if q.mean == 0 {
-			q.mean = d
-		} else {
-			q.mean = (7*q.mean + d) / 8
-		}
+		// From 0, so a first slow answer (a new connection, a big
+		// index page) does not push the estimates of a queue far out: an
+		// item offered too early is only refused again.
+		q.mean = (7*q.mean + d) / 8
 	}
 	if pause > 0 {
 		q.next = later(q.next, now.Add(min(pause, s.o.MaxPause)))

@@ -258,20 +258,74 @@ func TestOfferBoundsBuffer(t *testing.T) {
 	}
 
 	// With no delay, the interval is the items' mean duration over the
-	// parallelism: 200ms each, 2 at once → 100ms apart.
+	// parallelism: 200ms each, 2 at once → 100ms apart, once the moving
+	// mean has learnt it (it starts from 0, so estimates err early).
 	fast := New[int](Options{Clock: clock, Delay: -1, Parallel: 2, Buffer: 1})
-	for range 2 {
-		fast.Offer("f", 0)
+	fast.Offer("f", 0)
+	for range 40 {
 		_, _, _ = fast.TryTake()
+		start := clock.Now()
+		clock.Advance(200 * time.Millisecond)
+		fast.Offer("f", 0) // never idle, so never forgotten
+		fast.Done("f", start, 0)
 	}
-	clock.Advance(200 * time.Millisecond)
-	fast.Done("f", now, 0)
-	fast.Done("f", now, 0)
-	fast.Offer("f", 1)
 	_, at1 := fast.Offer("f", 2)
 	_, at2 := fast.Offer("f", 3)
-	if d := at2.Sub(at1); d != 100*time.Millisecond {
-		t.Errorf("refused items of a queue without delay are %v apart, want 100ms (200ms / 2)", d)
+	if d := at2.Sub(at1); d < 95*time.Millisecond || d > 100*time.Millisecond {
+		t.Errorf("refused items of a queue without delay are %v apart, want about 100ms (200ms / 2)", d)
+	}
+}
+
+// TestOfferKeepsOrder checks that a queue's items start in the order they
+// came: a new item goes behind the items refused before it until they had
+// their turn, and those come back with OfferDeferred. A crawl that let new
+// (deeper) links pass older ones would find pages first at a greater depth
+// and cut their subtrees at the depth limit.
+func TestOfferKeepsOrder(t *testing.T) {
+	clock := newFakeClock()
+	s := New[int](Options{Clock: clock, Buffer: 2})
+	type deferred struct {
+		item int
+		at   time.Time
+	}
+	var out []deferred
+	offer := func(item int, again bool) {
+		ok, at := s.Offer("h", item)
+		if again {
+			ok, at = s.OfferDeferred("h", item)
+		}
+		if !ok {
+			out = append(out, deferred{item, at})
+		}
+	}
+	var order []int
+	for i := range 4 {
+		offer(i, false) // 0, 1 held; 2, 3 refused
+	}
+	for range 12 {
+		if _, it, ok := s.TryTake(); ok {
+			order = append(order, it)
+			s.Done("h", clock.Now(), 0)
+		}
+		offer(100+len(order), false) // a new item each step: behind 2 and 3
+		clock.Advance(500 * time.Millisecond)
+		now := clock.Now()
+		keep := out[:0]
+		var back []deferred
+		for _, d := range out {
+			if !d.at.After(now) {
+				back = append(back, d)
+			} else {
+				keep = append(keep, d)
+			}
+		}
+		out = keep
+		for _, d := range back {
+			offer(d.item, true)
+		}
+	}
+	if len(order) < 5 || !slices.Equal(order[:4], []int{0, 1, 2, 3}) {
+		t.Errorf("items started in the order %v, want 0 1 2 3 first (new items behind the refused ones)", order)
 	}
 }
 

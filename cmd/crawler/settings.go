@@ -46,7 +46,7 @@ type crawlSettings struct {
 	IgnoreRobots    bool          `yaml:"ignore_robots" help:"do not read robots.txt (only for sites you own)"`
 	Canonical       bool          `yaml:"canonical" help:"also follow <link rel=canonical>"`
 	Frames          bool          `yaml:"frames" help:"also follow <frame src> and <iframe src>"`
-	InFlight        int           `yaml:"in_flight" help:"frontier messages held at once (waiting for their host or being fetched)"`
+	InFlight        int           `yaml:"in_flight" help:"frontier messages held at once over all hosts, a few per host (2 × host_parallel) waiting for their turn or being fetched; the rest stays in JetStream. Bounds memory, not speed"`
 	MaxRetries      int           `yaml:"max_retries" help:"retries of a URL failing temporarily (timeout, network, 5xx, 429)"`
 	RetryBackoff    time.Duration `yaml:"retry_backoff" help:"wait before the first retry, doubled for each next one (a longer Retry-After wins)"`
 	MaxRetryDelay   time.Duration `yaml:"max_retry_delay" help:"longest wait before a retry"`
@@ -75,7 +75,7 @@ func defaultSettings() settings {
 			Parallel:        64,
 			RequestTimeout:  30 * time.Second,
 			MaxBodySize:     10 << 20,
-			InFlight:        256,
+			InFlight:        4096,
 			MaxRetries:      3,
 			RetryBackoff:    5 * time.Second,
 			MaxRetryDelay:   5 * time.Minute,
