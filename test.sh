@@ -69,5 +69,6 @@ fuzz dedup FuzzDecodeSnapshot 5s
 fuzz dedup FuzzReadCuckoo 5s
 fuzz dedup FuzzReadWindow 5s
 fuzz frontier FuzzDecodeDiscovered 5s
+fuzz frontier FuzzDecodeEntry 5s
 fuzz crawl FuzzFetchLinks 5s
 fuzz crawl FuzzRetryAfter 5s

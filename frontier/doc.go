@@ -8,17 +8,21 @@
 //
 //	stream SIEVE_DISCOVERED  subjects sieve.discovered.<crawl>
 //	    One Discovered message per crawled page: page URL, depth, crawl id,
-//	    optional <base href>, and every raw link (JSON, "v":1). Work-queue
-//	    retention: a message is deleted once a worker acknowledges it.
+//	    optional <base href>, and every raw link, each with its kind,
+//	    queue key and metadata when they are not the defaults (JSON,
+//	    "v":2; see Discovered). Work-queue retention: a message is deleted
+//	    once a worker acknowledges it.
 //	    Consumed by the durable pull consumer "sieve-dedup", shared by all
 //	    workers: N workers split the messages with no coordination.
 //	stream SIEVE_FRONTIER    subjects sieve.frontier.<crawl>.<partition>
 //	    One Entry message per admitted URL: canonical URL, depth, crawl, the
-//	    page it was found on (JSON, "v":1), with Nats-Msg-Id =
-//	    EntryID(crawl, URL).
-//	    partition = FNV-1a(host) mod Partitions, so a crawler that owns a
-//	    partition owns its hosts and can be polite to them. Work-queue
-//	    retention, DiscardNew at FrontierMaxMsgs/FrontierMaxBytes.
+//	    page it was found on, and its link's kind, queue key and metadata
+//	    (JSON, "v":2; see Entry), with Nats-Msg-Id = EntryID(crawl, URL).
+//	    partition = FNV-1a(host of the queue key) mod Partitions
+//	    (Topology.EntryPartition; the queue key defaults to the URL's host),
+//	    so a crawler that owns a partition owns its queues and can be polite
+//	    to them. Work-queue retention, DiscardNew at
+//	    FrontierMaxMsgs/FrontierMaxBytes.
 //
 // A crawl is recorded in the bucket <PREFIX>_CRAWLS (Crawls): its seeds and
 // the settings it was created with. A URL is unique within a crawl: with
@@ -27,8 +31,10 @@
 // in each crawl. Everything below holds per crawl.
 //
 // A reader rejects a message whose "v" it does not know; a format change
-// bumps Version. Messages that can never be processed (not JSON, too
-// large, unknown version, bad crawl id, kind or depth, too many links) are
+// bumps Version. Readers still accept format 1 (MinVersion), and Ensure
+// moves streams marked with format 1 to the current one. Messages that can
+// never be processed (not JSON, too large, unknown version, bad crawl id,
+// kind or depth, too many links, a queue key or metadata out of bounds) are
 // poison: the worker terminates them (no redelivery) and counts them by
 // reason, so they never block the queue.
 //

@@ -32,7 +32,7 @@ func ExampleDiscovered_Encode() {
 	back, err := frontier.DecodeDiscovered(data, frontier.Limits{})
 	fmt.Println(back.LinkDepth(), len(back.Links), err)
 	// Output:
-	// {"v":1,"crawl":"default","url":"https://example.com/blog/","depth":1,"links":["post-1.html","/about#team","mailto:me@example.com"]}
+	// {"v":2,"crawl":"default","url":"https://example.com/blog/","depth":1,"links":["post-1.html","/about#team","mailto:me@example.com"]}
 	// 2 3 <nil>
 }
 

@@ -57,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range normalize.Reasons() {
 		m.rejected.WithLabelValues(string(r))
 	}
-	for _, r := range []string{PoisonTooLarge, PoisonMalformed, PoisonVersion, PoisonCrawl, PoisonKind, PoisonDepth, PoisonURL, PoisonTooManyLinks} {
+	for _, r := range PoisonReasons() {
 		m.poison.WithLabelValues(r)
 	}
 	for _, op := range []string{"contains", "publish", "mark", "fetch", "open"} {

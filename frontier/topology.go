@@ -154,6 +154,35 @@ func (t Topology) Partition(host string) int {
 	return int(h.Sum32() % uint32(t.WithDefaults().Partitions))
 }
 
+// EntryPartition returns the frontier partition of an entry: Partition of
+// its queue key (Entry.QueueKey) without a port or IPv6 brackets. An entry
+// without Key lands where version 1 put it (the partition of its URL's
+// host name), and all entries of one queue key land in one partition,
+// whether the key was given or defaulted, so that the crawler that owns
+// the partition owns the queue.
+func (t Topology) EntryPartition(e Entry) int { return t.Partition(keyHost(e.QueueKey())) }
+
+// EntrySubject is the frontier subject an entry is published to:
+// FrontierSubject(e.Crawl, EntryPartition(e)).
+func (t Topology) EntrySubject(e Entry) string {
+	return t.FrontierSubject(e.Crawl, t.EntryPartition(e))
+}
+
+// keyHost returns a queue key without a trailing :port (digits) or the
+// brackets of an IPv6 address: the host name of a key HostKey made.
+func keyHost(key string) string {
+	if strings.HasPrefix(key, "[") {
+		if j := strings.IndexByte(key, ']'); j > 0 {
+			return key[1:j]
+		}
+		return key
+	}
+	if j := strings.LastIndexByte(key, ':'); j >= 0 && j+1 < len(key) && strings.Trim(key[j+1:], "0123456789") == "" {
+		return key[:j]
+	}
+	return key
+}
+
 // Metadata keys stored on the streams, checked by Ensure.
 const (
 	metaFormat     = "sieve_format"
@@ -234,8 +263,10 @@ func (t Topology) ConsumerConfig() jetstream.ConsumerConfig {
 
 // Ensure creates the two streams and the workers' consumer, or updates
 // them to t's settings. It fails with ErrTopologyMismatch if the frontier
-// stream exists with another partition count or format version, since
-// crawlers would then disagree on who owns a host.
+// stream exists with another partition count, since crawlers would then
+// disagree on who owns a host, or holds a format newer than Version, which
+// this build cannot read. Streams of an older format (MinVersion or later)
+// are updated to Version: this build reads their messages as they are.
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	t = t.WithDefaults()
 	if err := t.check(ctx, js); err != nil {
@@ -265,8 +296,10 @@ func (t Topology) check(ctx context.Context, js jetstream.JetStream) error {
 	if got := meta[metaPartitions]; got != "" && got != strconv.Itoa(t.Partitions) {
 		return fmt.Errorf("%w: %s has %s partitions, configured %d", ErrTopologyMismatch, t.FrontierStream(), got, t.Partitions)
 	}
-	if got := meta[metaFormat]; got != "" && got != strconv.Itoa(Version) {
-		return fmt.Errorf("%w: %s holds format %s, this build writes %d", ErrTopologyMismatch, t.FrontierStream(), got, Version)
+	if got := meta[metaFormat]; got != "" {
+		if v, err := strconv.Atoi(got); err != nil || v < MinVersion || v > Version {
+			return fmt.Errorf("%w: %s holds format %s, this build reads %d to %d", ErrTopologyMismatch, t.FrontierStream(), got, MinVersion, Version)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package frontier_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -42,6 +43,15 @@ func TestNamesPinned(t *testing.T) {
 		{zero.Partition("a"), 12},
 		{custom.Partition("example.com"), 2},
 		{custom.Partition("a"), 5},
+		// An entry without a queue key is partitioned by its host name, as
+		// in version 1: ports and case do not move it.
+		{zero.EntryPartition(frontier.Entry{URL: "https://example.com/a"}), 6},
+		{zero.EntryPartition(frontier.Entry{URL: "https://EXAMPLE.com:8443/a"}), 6},
+		{zero.EntrySubject(frontier.Entry{Crawl: "c", URL: "https://www.example.org/"}), "sieve.frontier.c.8"},
+		{zero.EntryPartition(frontier.Entry{URL: "http://[::1]:8080/"}), zero.Partition("::1")},
+		// An entry with a key is partitioned by the key.
+		{zero.EntryPartition(frontier.Entry{URL: "https://example.com/", Key: "a"}), 12},
+		{custom.EntrySubject(frontier.Entry{Crawl: "x", URL: "https://example.com/", Key: "a"}), "my-crawl.frontier.x.5"},
 	}
 	for i, tt := range tests {
 		if tt.got != tt.want {
@@ -122,5 +132,75 @@ func TestPublishDiscovered(t *testing.T) {
 	var pe *frontier.PoisonError
 	if err := topo.PublishDiscovered(ctx, js, frontier.Discovered{Crawl: "bad.crawl", URL: "https://e/"}); !errors.As(err, &pe) {
 		t.Errorf("publishing a bad crawl id = %v, want a *PoisonError", err)
+	}
+}
+
+// TestEntryPartitionFollowsQueueKey pins that all entries of one queue key
+// land in one partition, whether the key was given or defaulted.
+func TestEntryPartitionFollowsQueueKey(t *testing.T) {
+	topo := frontier.Topology{Partitions: 64}
+	urls := []string{"https://example.com/", "http://example.com:8080/a", "https://Sub.Example.org:8443/", "http://[2001:db8::1]:81/", "http://[::1]/"}
+	for _, u := range urls {
+		byHost := frontier.Entry{URL: u}
+		byKey := frontier.Entry{URL: "https://elsewhere.example/", Key: byHost.QueueKey()}
+		if p, q := topo.EntryPartition(byHost), topo.EntryPartition(byKey); p != q {
+			t.Errorf("%s: partition %d by its host, %d with Key %q", u, p, q, byKey.Key)
+		}
+	}
+}
+
+// TestEnsureUpgradesFormat pins that a deployment whose streams an older
+// build made (format 1) keeps working: Ensure marks them with the current
+// format, and their messages still read. A newer or unknown format is
+// refused.
+func TestEnsureUpgradesFormat(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	js := srv.JetStream()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topo := frontier.Topology{Partitions: 4}
+	for _, cfg := range []jetstream.StreamConfig{topo.DiscoveredConfig(), topo.FrontierConfig()} {
+		cfg.Metadata["sieve_format"] = "1" // as a version 1 build made it
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1Entry := `{"v":1,"crawl":"c","url":"https://example.com/","depth":0}`
+	if _, err := js.Publish(ctx, topo.FrontierSubject("c", 0), []byte(v1Entry)); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.Ensure(ctx, js); err != nil {
+		t.Fatalf("Ensure on format 1 streams: %v", err)
+	}
+	for _, name := range []string{topo.DiscoveredStream(), topo.FrontierStream()} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Metadata["sieve_format"]; got != strconv.Itoa(frontier.Version) {
+			t.Errorf("stream %s: format %q after Ensure, want %d", name, got, frontier.Version)
+		}
+	}
+	s, err := js.Stream(ctx, topo.FrontierStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, topo.FrontierSubject("c", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := frontier.DecodeEntry(msg.Data); err != nil || e.URL != "https://example.com/" {
+		t.Errorf("format 1 entry after Ensure = %+v, %v", e, err)
+	}
+
+	for _, format := range []string{strconv.Itoa(frontier.Version + 1), "0", "two"} {
+		cfg := topo.FrontierConfig()
+		cfg.Metadata["sieve_format"] = format
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := topo.Ensure(ctx, js); !errors.Is(err, frontier.ErrTopologyMismatch) {
+			t.Errorf("Ensure on format %s streams = %v, want ErrTopologyMismatch", format, err)
+		}
 	}
 }
