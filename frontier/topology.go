@@ -145,6 +145,71 @@ func (t Topology) PartitionFilter(partition int) string {
 	return t.WithDefaults().Prefix + ".frontier.*." + strconv.Itoa(partition)
 }
 
+// DiscoveredFilter is the subject filter of every crawl's discovered
+// messages: <prefix>.discovered.>.
+func (t Topology) DiscoveredFilter() string { return t.WithDefaults().Prefix + ".discovered.>" }
+
+// FrontierFilter is the subject filter of every crawl's admitted URLs:
+// <prefix>.frontier.>.
+func (t Topology) FrontierFilter() string { return t.WithDefaults().Prefix + ".frontier.>" }
+
+// CrawlFrontierFilter is the subject filter of one crawl's admitted URLs
+// over all partitions: <prefix>.frontier.<crawl>.>.
+func (t Topology) CrawlFrontierFilter(crawl string) string {
+	return t.WithDefaults().Prefix + ".frontier." + crawl + ".>"
+}
+
+// ParseDiscoveredSubject returns the crawl of a subject DiscoveredSubject
+// made, and false for any other subject (another prefix, an invalid crawl
+// id, more tokens).
+func (t Topology) ParseDiscoveredSubject(subject string) (crawl string, ok bool) {
+	crawl, ok = strings.CutPrefix(subject, t.WithDefaults().Prefix+".discovered.")
+	if !ok || !ValidCrawl(crawl) {
+		return "", false
+	}
+	return crawl, true
+}
+
+// ParseFrontierSubject returns the crawl and partition of a subject
+// FrontierSubject made, and false for any other subject (another prefix,
+// an invalid crawl id, a partition out of [0, Partitions) or not written
+// as FrontierSubject writes it).
+func (t Topology) ParseFrontierSubject(subject string) (crawl string, partition int, ok bool) {
+	t = t.WithDefaults()
+	rest, ok := strings.CutPrefix(subject, t.Prefix+".frontier.")
+	if !ok {
+		return "", 0, false
+	}
+	crawl, p, ok := strings.Cut(rest, ".")
+	if !ok || !ValidCrawl(crawl) {
+		return "", 0, false
+	}
+	if partition, ok = t.parsePartition(p); !ok {
+		return "", 0, false
+	}
+	return crawl, partition, true
+}
+
+// ParsePartitionConsumer returns the partition of a consumer name
+// PartitionConsumer made, and false for any other name.
+func (t Topology) ParsePartitionConsumer(name string) (partition int, ok bool) {
+	p, ok := strings.CutPrefix(name, t.WithDefaults().Prefix+"-crawl-")
+	if !ok {
+		return 0, false
+	}
+	return t.parsePartition(p)
+}
+
+// parsePartition parses a partition number as strconv.Itoa writes it, in
+// [0, Partitions).
+func (t Topology) parsePartition(s string) (int, bool) {
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 0 || p >= t.WithDefaults().Partitions || strconv.Itoa(p) != s {
+		return 0, false
+	}
+	return p, true
+}
+
 // Partition returns the frontier partition of a host: FNV-1a 32 of the
 // lowercased host name (no port) modulo Partitions. It is part of the wire
 // format: all processes must agree on it.
@@ -208,7 +273,7 @@ func (t Topology) DiscoveredConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        t.DiscoveredStream(),
 		Description: "Sieve: pages crawled, with their raw links (one message per page)",
-		Subjects:    []string{t.Prefix + ".discovered.>"},
+		Subjects:    []string{t.DiscoveredFilter()},
 		Retention:   jetstream.WorkQueuePolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxMsgs:     -1,
@@ -229,7 +294,7 @@ func (t Topology) FrontierConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        t.FrontierStream(),
 		Description: "Sieve: admitted URLs, each once, partitioned by host",
-		Subjects:    []string{t.Prefix + ".frontier.>"},
+		Subjects:    []string{t.FrontierFilter()},
 		Retention:   jetstream.WorkQueuePolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxMsgs:     limit(t.FrontierMaxMsgs),
@@ -257,7 +322,7 @@ func (t Topology) ConsumerConfig() jetstream.ConsumerConfig {
 		MaxDeliver:    -1,
 		MaxAckPending: t.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		FilterSubject: t.Prefix + ".discovered.>",
+		FilterSubject: t.DiscoveredFilter(),
 	}
 }
 

@@ -30,6 +30,9 @@ func TestNamesPinned(t *testing.T) {
 		{zero.LeaseBucket(), "SIEVE_CRAWLERS"},
 		{zero.CrawlsBucket(), "SIEVE_CRAWLS"},
 		{zero.RedirectsBucket(), "SIEVE_REDIRECTS"},
+		{zero.DiscoveredFilter(), "sieve.discovered.>"},
+		{zero.FrontierFilter(), "sieve.frontier.>"},
+		{zero.CrawlFrontierFilter("default"), "sieve.frontier.default.>"},
 		{custom.DiscoveredStream(), "MY_CRAWL_DISCOVERED"},
 		{custom.Consumer(), "my-crawl-dedup"},
 		{custom.PartitionConsumer(0), "my-crawl-crawl-0"},
@@ -132,6 +135,97 @@ func TestPublishDiscovered(t *testing.T) {
 	var pe *frontier.PoisonError
 	if err := topo.PublishDiscovered(ctx, js, frontier.Discovered{Crawl: "bad.crawl", URL: "https://e/"}); !errors.As(err, &pe) {
 		t.Errorf("publishing a bad crawl id = %v, want a *PoisonError", err)
+	}
+}
+
+// TestNamesRoundTrip pins that every name Topology builds, it parses back
+// to what built it, for several topologies: a name built one way and parsed
+// another fails here.
+func TestNamesRoundTrip(t *testing.T) {
+	topologies := []frontier.Topology{
+		{},                                    // the defaults
+		{Prefix: "my-crawl", Partitions: 7},   // a prefix containing "-crawl"
+		{Prefix: "frontier", Partitions: 100}, // a prefix named like a token
+	}
+	crawls := []string{"default", "c", "x-1_Y", "frontier", "discovered", "crawl"}
+	for _, topo := range topologies {
+		n := topo.WithDefaults().Partitions
+		for _, p := range []int{0, 1, n / 2, n - 1} {
+			if got, ok := topo.ParsePartitionConsumer(topo.PartitionConsumer(p)); !ok || got != p {
+				t.Errorf("%+v: ParsePartitionConsumer(%q) = %d, %v, want %d", topo, topo.PartitionConsumer(p), got, ok, p)
+			}
+			for _, c := range crawls {
+				s := topo.FrontierSubject(c, p)
+				if gc, gp, ok := topo.ParseFrontierSubject(s); !ok || gc != c || gp != p {
+					t.Errorf("%+v: ParseFrontierSubject(%q) = %q, %d, %v, want %q, %d", topo, s, gc, gp, ok, c, p)
+				}
+				if _, ok := topo.ParseDiscoveredSubject(s); ok {
+					t.Errorf("%+v: ParseDiscoveredSubject(%q) accepted a frontier subject", topo, s)
+				}
+			}
+		}
+		for _, c := range crawls {
+			s := topo.DiscoveredSubject(c)
+			if got, ok := topo.ParseDiscoveredSubject(s); !ok || got != c {
+				t.Errorf("%+v: ParseDiscoveredSubject(%q) = %q, %v, want %q", topo, s, got, ok, c)
+			}
+			if _, _, ok := topo.ParseFrontierSubject(s); ok {
+				t.Errorf("%+v: ParseFrontierSubject(%q) accepted a discovered subject", topo, s)
+			}
+		}
+		// An entry's subject parses to its crawl and partition.
+		e := frontier.Entry{Crawl: "c", URL: "https://example.com:8080/", Key: "example.com:8080"}
+		if c, p, ok := topo.ParseFrontierSubject(topo.EntrySubject(e)); !ok || c != "c" || p != topo.EntryPartition(e) {
+			t.Errorf("%+v: ParseFrontierSubject(EntrySubject) = %q, %d, %v", topo, c, p, ok)
+		}
+	}
+}
+
+// TestParseMalformed pins that names Topology did not build are refused.
+func TestParseMalformed(t *testing.T) {
+	topo := frontier.Topology{Partitions: 16}
+	frontierSubjects := []string{
+		"",
+		"sieve.frontier.c",                      // no partition
+		"sieve.frontier.c.",                     // empty partition
+		"sieve.frontier..3",                     // empty crawl
+		"sieve.frontier.c.16",                   // partition out of range
+		"sieve.frontier.c.-1",                   // negative partition
+		"sieve.frontier.c.03",                   // not as FrontierSubject writes 3
+		"sieve.frontier.c.+3",                   // not as FrontierSubject writes 3
+		"sieve.frontier.c.3.4",                  // a token too many
+		"sieve.frontier.*.3",                    // a wildcard (PartitionFilter)
+		"sieve.frontier.c.>",                    // a wildcard (CrawlFrontierFilter)
+		"other.frontier.c.3",                    // another prefix
+		"sieve.discovered.c",                    // another kind
+		"sieve.frontier.c.99999999999999999999", // overflows int
+		"xsieve.frontier.c.3",                   // the prefix is not a token
+	}
+	for _, s := range frontierSubjects {
+		if c, p, ok := topo.ParseFrontierSubject(s); ok {
+			t.Errorf("ParseFrontierSubject(%q) = %q, %d, true, want false", s, c, p)
+		}
+	}
+	discoveredSubjects := []string{
+		"",
+		"sieve.discovered.",    // empty crawl
+		"sieve.discovered.a.b", // a token too many
+		"sieve.discovered.*",   // a wildcard
+		"sieve.discovered.>",   // a wildcard (DiscoveredFilter)
+		"other.discovered.c",   // another prefix
+		"sieve.frontier.c.3",   // another kind
+		"sieve.discovered.c ",  // not a crawl id
+	}
+	for _, s := range discoveredSubjects {
+		if c, ok := topo.ParseDiscoveredSubject(s); ok {
+			t.Errorf("ParseDiscoveredSubject(%q) = %q, true, want false", s, c)
+		}
+	}
+	consumers := []string{"", "sieve-dedup", "sieve-crawl-", "sieve-crawl-16", "sieve-crawl-x", "sieve-crawl-01", "other-crawl-1"}
+	for _, s := range consumers {
+		if p, ok := topo.ParsePartitionConsumer(s); ok {
+			t.Errorf("ParsePartitionConsumer(%q) = %d, true, want false", s, p)
+		}
 	}
 }
 
