@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,27 +88,22 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 	} else if err != nil {
 		return d, fmt.Errorf("watch: stream %s: %w", t.FrontierStream(), err)
 	}
-	prefix := t.Prefix + ".frontier."
-	finfo, err := fs.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	finfo, err := fs.Info(ctx, jetstream.WithSubjectFilter(t.FrontierFilter()))
 	if err != nil {
 		return d, fmt.Errorf("watch: stream %s: %w", t.FrontierStream(), err)
 	}
 	d.FrontierQueued, d.FrontierBytes, d.FrontierStored = finfo.State.Msgs, finfo.State.Bytes, finfo.State.LastSeq
 	d.Partitions = make([]uint64, t.Partitions)
 	for subject, n := range finfo.State.Subjects {
-		// <prefix>.frontier.<crawl>.<partition>
-		rest := strings.TrimPrefix(subject, prefix)
-		i := strings.LastIndexByte(rest, '.')
-		if i < 0 {
-			continue
+		crawl, p, ok := t.ParseFrontierSubject(subject)
+		if !ok {
+			continue // not a subject of this topology: no crawl or partition to count it under
 		}
-		if p, err := strconv.Atoi(rest[i+1:]); err == nil && p >= 0 && p < len(d.Partitions) {
-			d.Partitions[p] += n
-		}
+		d.Partitions[p] += n
 		if d.Crawls == nil {
 			d.Crawls = map[string]uint64{}
 		}
-		d.Crawls[rest[:i]] += n
+		d.Crawls[crawl] += n
 	}
 	q.listCrawls(ctx)
 	// A crawl whose frontier emptied, or not yet filled, reads 0 rather

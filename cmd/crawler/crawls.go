@@ -168,7 +168,7 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 				r.FilterError = err.Error()
 			}
 		}
-		if r.Queued, err = countSubject(ctx, js, topo.FrontierStream(), topo.Prefix+".frontier."+c.ID+".>"); err != nil {
+		if r.Queued, err = countSubject(ctx, js, topo.FrontierStream(), topo.CrawlFrontierFilter(c.ID)); err != nil {
 			return err
 		}
 		if r.Pending, err = countSubject(ctx, js, topo.DiscoveredStream(), topo.DiscoveredSubject(c.ID)); err != nil {
@@ -336,7 +336,7 @@ func deleteCrawl(ctx context.Context, s settings, js jetstream.JetStream, rdb re
 	}
 	fmt.Fprintf(stdout, "crawl %s:\n", id)
 	for _, q := range []struct{ what, stream, subject string }{
-		{"frontier", topo.FrontierStream(), topo.Prefix + ".frontier." + id + ".>"},
+		{"frontier", topo.FrontierStream(), topo.CrawlFrontierFilter(id)},
 		{"discovered", topo.DiscoveredStream(), topo.DiscoveredSubject(id)},
 	} {
 		n, err := purgeSubject(ctx, js, q.stream, q.subject)
