@@ -337,7 +337,7 @@ func TestCrawlerStopsGracefully(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range p.topo.Partitions {
-		if e, err := kv.Get(ctx, partitionKey(i)); err == nil {
+		if e, err := kv.Get(ctx, p.topo.LeaseKey(i)); err == nil {
 			t.Errorf("partition %d still leased to %s after a graceful stop", i, e.Value())
 		}
 	}

@@ -36,8 +36,9 @@
 //
 // # Scheduling
 //
-// Politeness is kept by a politeness.Scheduler with one queue per host (the
-// URL's host and port, lower case): at most HostParallel requests to a host at
+// Politeness is kept by a politeness.Scheduler with one queue per frontier
+// entry's queue key (frontier.Entry.QueueKey: its host and port, lower case,
+// unless the entry names another key): at most HostParallel requests to a host at
 // once, their starts HostDelay apart (defaults: one at a time, one second
 // apart; FetcherOptions.Hosts sets other values for named hosts, such as a
 // site one owns), a robots.txt Crawl-delay passed back after each request, and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,10 +21,6 @@ type job struct {
 	run    *partitionRun
 	settle func() // ends its hold; called once it is acknowledged, terminated or handed back
 }
-
-// queueKey is the politeness queue of a URL: its host, with the port when
-// there is one, in lower case.
-func queueKey(u *url.URL) string { return strings.ToLower(u.Host) }
 
 // admit takes a frontier message from a partition's puller: unreadable or
 // out-of-scope messages are settled at once; the others are offered to the
@@ -85,7 +80,7 @@ func (c *Crawler) admit(msg jetstream.Msg, r *partitionRun) {
 		// host's new URLs, so not held behind them.
 		offer = c.sched.OfferDeferred
 	}
-	if ok, at := offer(queueKey(u), j); !ok {
+	if ok, at := offer(entry.QueueKey(), j); !ok {
 		c.stats.deferred()
 		o.Logger.Debug("host busy: handed back until its turn", "url", entry.URL, "at", at)
 		_ = msg.NakWithDelay(max(time.Until(at), 0))

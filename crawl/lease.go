@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +34,7 @@ import (
 // crawler's lease goroutine only.
 type leaseTable struct {
 	kv         jetstream.KeyValue
+	topo       frontier.Topology
 	id         string
 	partitions int
 	owned      map[int]uint64 // partition → revision of our lease key
@@ -53,17 +53,16 @@ func openLeases(ctx context.Context, js jetstream.JetStream, topo frontier.Topol
 	if err != nil {
 		return nil, fmt.Errorf("crawl: lease bucket: %w", err)
 	}
-	return &leaseTable{kv: kv, id: id, partitions: topo.Partitions, owned: map[int]uint64{}}, nil
+	return &leaseTable{kv: kv, topo: topo, id: id, partitions: topo.Partitions, owned: map[int]uint64{}}, nil
 }
 
-func partitionKey(p int) string { return "partition." + strconv.Itoa(p) }
 
 // heartbeat rewrites our member key and returns how many crawlers are alive.
 func (l *leaseTable) heartbeat(ctx context.Context) (int, error) {
-	if _, err := l.kv.Put(ctx, "member."+l.id, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+	if _, err := l.kv.Put(ctx, l.topo.MemberKey(l.id), []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
 		return 0, fmt.Errorf("crawl: heartbeat: %w", err)
 	}
-	lister, err := l.kv.ListKeysFiltered(ctx, "member.*")
+	lister, err := l.kv.ListKeysFiltered(ctx, l.topo.MemberKeys())
 	if err != nil {
 		return 0, fmt.Errorf("crawl: list members: %w", err)
 	}
@@ -81,7 +80,7 @@ func (l *leaseTable) heartbeat(ctx context.Context) (int, error) {
 // else holds the key, or it expired and was taken).
 func (l *leaseTable) renew(ctx context.Context) (lost []int, err error) {
 	for p, rev := range l.owned {
-		newRev, uerr := l.kv.Update(ctx, partitionKey(p), []byte(l.id), rev)
+		newRev, uerr := l.kv.Update(ctx, l.topo.LeaseKey(p), []byte(l.id), rev)
 		switch {
 		case uerr == nil:
 			l.owned[p] = newRev
@@ -114,7 +113,7 @@ func (l *leaseTable) claim(ctx context.Context, want int) ([]int, error) {
 		if _, ok := l.owned[p]; ok {
 			continue
 		}
-		rev, err := l.kv.Create(ctx, partitionKey(p), []byte(l.id))
+		rev, err := l.kv.Create(ctx, l.topo.LeaseKey(p), []byte(l.id))
 		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
 			continue
 		}
@@ -134,7 +133,7 @@ func (l *leaseTable) release(ctx context.Context, p int) error {
 		return nil
 	}
 	delete(l.owned, p)
-	err := l.kv.Delete(ctx, partitionKey(p), jetstream.LastRevision(rev))
+	err := l.kv.Delete(ctx, l.topo.LeaseKey(p), jetstream.LastRevision(rev))
 	if err != nil && !isWrongSequence(err) {
 		return fmt.Errorf("crawl: release partition %d: %w", p, err)
 	}
@@ -147,7 +146,7 @@ func (l *leaseTable) leave(ctx context.Context) error {
 	for p := range l.owned {
 		errs = append(errs, l.release(ctx, p))
 	}
-	if err := l.kv.Delete(ctx, "member."+l.id); err != nil {
+	if err := l.kv.Delete(ctx, l.topo.MemberKey(l.id)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

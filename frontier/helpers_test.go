@@ -125,7 +125,7 @@ func (p *pipeline) take(tb testing.TB, n int) []frontierMsg {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := p.js.CreateOrUpdateConsumer(ctx, p.topo.FrontierStream(), jetstream.ConsumerConfig{
-		Durable: "test-reader", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: p.topo.WithDefaults().Prefix + ".frontier.>",
+		Durable: "test-reader", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: p.topo.FrontierFilter(),
 	})
 	if err != nil {
 		tb.Fatal(err)

@@ -117,6 +117,17 @@ func (t Topology) CrawlsBucket() string { return t.upperPrefix() + "_CRAWLS" }
 // each redirect target: <PREFIX>_REDIRECTS.
 func (t Topology) RedirectsBucket() string { return t.upperPrefix() + "_REDIRECTS" }
 
+// LeaseKey is the key, in LeaseBucket, that the crawler owning a frontier
+// partition holds: partition.<partition>.
+func (t Topology) LeaseKey(partition int) string { return "partition." + strconv.Itoa(partition) }
+
+// MemberKey is the key, in LeaseBucket, that a live crawler keeps:
+// member.<id>. An id may hold dots (a host name).
+func (t Topology) MemberKey(id string) string { return "member." + id }
+
+// MemberKeys is the filter of every MemberKey: member.>.
+func (t Topology) MemberKeys() string { return "member.>" }
+
 // AttemptsBucket is the key-value bucket counting the fetch attempts of
 // frontier messages that failed temporarily: <PREFIX>_ATTEMPTS.
 func (t Topology) AttemptsBucket() string { return t.upperPrefix() + "_ATTEMPTS" }
