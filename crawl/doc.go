@@ -30,8 +30,15 @@
 //     retrying; 4xx, robots.txt disallows, forbidden addresses and DNS
 //     names that do not exist are not.
 //
-// The Fetcher builds its colly collector without colly.NewCollector, which
-// would read COLLY_* environment variables, and its transport ignores
+// net/http makes each exchange, and colly only parses: the Fetcher's
+// http.Transport dials through the address guard, FetcherOptions.RoundTrippers
+// wrap it (metrics, tracing, recording) and FetcherOptions.WrapConn wraps its
+// connections once they carry the exchange's bytes (after TLS), for a
+// recorder that must keep them as sent and received; with WrapConn set,
+// requests go over HTTP/1.1. A 2xx HTML body read by the Fetcher (at most
+// MaxBodySize) is handed to the colly collector through a transport that
+// serves it from memory. The collector is built without colly.NewCollector,
+// which would read COLLY_* environment variables, and the transport ignores
 // HTTP_PROXY: configuration comes only from FetcherOptions.
 //
 // # Scheduling

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -48,6 +49,20 @@ type FetcherOptions struct {
 	// may be fetched although they are loopback, private, link-local or
 	// otherwise forbidden (see Forbidden). Fetcher.AllowHost adds more.
 	AllowAddresses []string
+	// RoundTrippers wrap the transport of every page request, the first
+	// outermost (metrics, tracing, recording the exchange as net/http sees
+	// it), as promhttp's InstrumentRoundTripper* do. robots.txt requests
+	// go through them too.
+	RoundTrippers []func(http.RoundTripper) http.RoundTripper
+	// WrapConn wraps every connection the transport opens, after the
+	// address guard allowed it and after the TLS handshake, so the wrapper
+	// sees the bytes of the exchange as they cross the wire (recording
+	// them in a WARC file). With WrapConn set, requests go over HTTP/1.1,
+	// whose bytes are the exchange itself.
+	WrapConn func(net.Conn) net.Conn
+	// TLSConfig is the TLS client configuration (its RootCAs, say); nil:
+	// the system's roots.
+	TLSConfig *tls.Config
 	// Hosts overrides the politeness toward some hosts, keyed by host as in
 	// URLs, with the port if not the scheme's ("localhost:8080"); every
 	// other host gets HostParallel and HostDelay. Meant for sites one owns,
@@ -167,12 +182,19 @@ func (e *FetchError) Error() string {
 
 func (e *FetchError) Unwrap() error { return e.Err }
 
-// Fetcher fetches single pages with colly, politely and safely: robots.txt
-// honoured (cached), per-host parallelism and delay, no connection to a
-// forbidden address (checked after DNS resolution, on every dial), redirects
-// reported instead of followed, links extracted from HTML only. It reads no
-// environment variable (colly's COLLY_* settings and HTTP_PROXY are ignored).
-// A Fetcher is safe for concurrent use; Close cancels fetches in flight.
+// Fetcher fetches single pages safely: robots.txt honoured (cached), no
+// connection to a forbidden address (checked after DNS resolution, on every
+// dial), redirects reported instead of followed, links extracted from HTML
+// only.
+//
+// net/http makes the exchange: an http.Transport whose dialer is the address
+// guard, wrapped by FetcherOptions.RoundTrippers, its connections by
+// FetcherOptions.WrapConn. colly only parses: an HTML body read by the
+// Fetcher is handed to the collector through a transport that serves it
+// from memory, and colly's callbacks collect the links. It reads no
+// environment variable (colly's COLLY_* settings and HTTP_PROXY are
+// ignored). A Fetcher is safe for concurrent use; Close cancels fetches in
+// flight.
 type Fetcher struct {
 	opts      FetcherOptions
 	collector *colly.Collector
@@ -181,16 +203,16 @@ type Fetcher struct {
 	robots    *robotsCache
 	parallel  chan struct{} // one token per request in flight
 
-	cancel   context.CancelFunc
-	nextID   atomic.Uint64
-	inflight sync.Map // fetch id → context.Context of the caller
-	closed   atomic.Bool
-	observe  func(time.Duration) // receives each HTTP exchange's duration; may be nil
+	client  *http.Client // page requests: the transport with its RoundTrippers
+	cancel  context.CancelFunc
+	nextID  atomic.Uint64
+	bodies  sync.Map // fetch id → *http.Response read, for colly to parse
+	closed  atomic.Bool
+	observe func(time.Duration) // receives each HTTP exchange's duration; may be nil
 }
 
-// fetchIDHeader carries a fetch's id from colly's request to the transport,
-// which removes it, so each HTTP exchange obeys its caller's context (colly
-// gives all requests one collector-wide context).
+// fetchIDHeader carries a fetch's id from colly's request to the transport
+// that serves the body the Fetcher read.
 const fetchIDHeader = "X-Sieve-Fetch-Id"
 
 const resultKey = "sieve.result"
@@ -227,7 +249,8 @@ func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 	f.transport = &http.Transport{
 		Proxy:                 nil, // never from the environment
 		DialContext:           g.dialContext(dialer),
-		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       opts.TLSConfig,
+		ForceAttemptHTTP2:     opts.WrapConn == nil,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   maxParallel(opts),
 		IdleConnTimeout:       90 * time.Second,
@@ -235,11 +258,25 @@ func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 		ResponseHeaderTimeout: opts.RequestTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
-	rt := &callerContext{base: f.transport, f: f}
+	if opts.WrapConn != nil {
+		wrapConns(f.transport, opts.WrapConn)
+	}
+	var rt http.RoundTripper = f.transport
+	for i := len(opts.RoundTrippers) - 1; i >= 0; i-- {
+		rt = opts.RoundTrippers[i](rt)
+	}
+	f.client = &http.Client{
+		Transport: rt,
+		Timeout:   opts.RequestTimeout,
+		Jar:       nil, // no cookies: pages are fetched once, by any crawler
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
 
 	// RFC 9309 §2.3.1.2: follow at least five redirects for robots.txt.
 	robotsClient := &http.Client{
-		Transport: f.transport,
+		Transport: rt,
 		Timeout:   opts.RequestTimeout,
 		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 			if len(via) >= 5 {
@@ -260,19 +297,10 @@ func NewFetcher(opts FetcherOptions) (*Fetcher, error) {
 	c.UserAgent = opts.UserAgent
 	c.AllowURLRevisit = true // dedup is the pipeline's job
 	c.IgnoreRobotsTxt = true // robots.txt is checked by robotsCache, before the host slot is taken
-	c.MaxBodySize = int(opts.MaxBodySize) + 1
+	c.MaxBodySize = 0        // the body was read, and cut, by the Fetcher
 	c.MaxDepth = 0
-	c.ParseHTTPErrorResponse = true // non-2xx responses are aborted in onHeaders; 203–299 are pages
-	c.SetClient(&http.Client{
-		Transport: rt,
-		Timeout:   opts.RequestTimeout,
-		Jar:       nil, // no cookies: pages are fetched once, by any crawler
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	})
-	c.OnResponseHeaders(f.onHeaders)
-	c.OnResponse(f.onResponse)
+	c.ParseHTTPErrorResponse = true // only 2xx HTML bodies reach colly
+	c.SetClient(&http.Client{Transport: bodies{f}})
 	selector := "a[href], area[href]"
 	if opts.Canonical {
 		selector += `, link[rel~="canonical"][href]`
@@ -349,41 +377,6 @@ func (r *fetchResult) link(abs string) {
 		return
 	}
 	r.page.Links = append(r.page.Links, abs)
-}
-
-func (f *Fetcher) onHeaders(resp *colly.Response) {
-	r := result(resp.Ctx)
-	r.gotReply = true
-	r.page.Status = resp.StatusCode
-	r.headers = *resp.Headers
-	mediaType, _, _ := mime.ParseMediaType(resp.Headers.Get("Content-Type"))
-	r.page.ContentType = mediaType
-	if hasNoFollow(xRobotsTag(resp.Headers.Values("X-Robots-Tag"), robotsToken(f.opts.UserAgent))) {
-		r.page.NoFollow = true
-	}
-	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		if loc := resp.Headers.Get("Location"); loc != "" {
-			if target, err := resp.Request.URL.Parse(loc); err == nil && (target.Scheme == "http" || target.Scheme == "https") {
-				target.Fragment, target.RawFragment = "", ""
-				r.page.Redirect = target.String()
-			}
-		}
-		resp.Request.Abort()
-	case resp.StatusCode < 200 || resp.StatusCode >= 300:
-		resp.Request.Abort()
-	case mediaType != "" && mediaType != "text/html" && mediaType != "application/xhtml+xml":
-		// Only HTML is parsed for links: skip the body.
-		resp.Request.Abort()
-	}
-}
-
-func (f *Fetcher) onResponse(resp *colly.Response) {
-	r := result(resp.Ctx)
-	if int64(len(resp.Body)) > f.opts.MaxBodySize {
-		resp.Body = resp.Body[:f.opts.MaxBodySize]
-		r.page.Truncated = true
-	}
 }
 
 // Fetch fetches rawURL once, after checking robots.txt. It returns a Page for
@@ -474,72 +467,126 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, time.D
 	}
 }
 
-// do runs one colly request; the caller's ctx reaches the HTTP exchange
-// through callerContext.
+// do makes the HTTP exchange for rawURL with net/http and, for a 2xx HTML
+// page, has colly parse the body for links. Other bodies are not read.
 func (f *Fetcher) do(ctx context.Context, rawURL string) (*fetchResult, error) {
-	id := strconv.FormatUint(f.nextID.Add(1), 36)
-	f.inflight.Store(id, ctx)
-	defer f.inflight.Delete(id)
 	r := &fetchResult{max: f.opts.MaxLinks, maxLen: f.opts.MaxURLLength, seen: map[string]bool{}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return r, err
+	}
+	req.Header.Set("User-Agent", f.opts.UserAgent)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	r.gotReply = true
+	r.headers = resp.Header
+	r.page.Status = resp.StatusCode
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	r.page.ContentType = mediaType
+	if hasNoFollow(xRobotsTag(resp.Header.Values("X-Robots-Tag"), robotsToken(f.opts.UserAgent))) {
+		r.page.NoFollow = true
+	}
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if target, err := resp.Request.URL.Parse(loc); err == nil && (target.Scheme == "http" || target.Scheme == "https") {
+				target.Fragment, target.RawFragment = "", ""
+				r.page.Redirect = target.String()
+			}
+		}
+		return r, nil
+	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+		return r, nil
+	case mediaType != "" && mediaType != "text/html" && mediaType != "application/xhtml+xml":
+		return r, nil // only HTML is read for links
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBodySize+1))
+	if err != nil {
+		// Cut off mid-body: a failed exchange, as net/http reports one.
+		r.gotReply = false
+		return r, &url.Error{Op: "Get", URL: rawURL, Err: err}
+	}
+	if int64(len(body)) > f.opts.MaxBodySize {
+		body = body[:f.opts.MaxBodySize]
+		r.page.Truncated = true
+	}
+	f.parse(rawURL, resp, body, r)
+	return r, nil
+}
+
+// parse has colly read body, the HTML answer resp gave for rawURL, into r.
+func (f *Fetcher) parse(rawURL string, resp *http.Response, body []byte, r *fetchResult) {
+	id := strconv.FormatUint(f.nextID.Add(1), 36)
+	f.bodies.Store(id, &http.Response{
+		Status: resp.Status, StatusCode: resp.StatusCode, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header: resp.Header, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
+	})
+	defer f.bodies.Delete(id)
 	cctx := colly.NewContext()
 	cctx.Put(resultKey, r)
 	hdr := http.Header{}
-	hdr.Set("User-Agent", f.opts.UserAgent)
-	hdr.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5")
 	hdr.Set(fetchIDHeader, id)
-	err := f.collector.Request(http.MethodGet, rawURL, nil, cctx, hdr)
-	return r, err
+	// Errors are the collector's own (closed, say): the page then has no
+	// links, which is all parsing adds.
+	_ = f.collector.Request(http.MethodGet, rawURL, nil, cctx, hdr)
 }
 
-// callerContext is the colly client's transport: it binds each request to the
-// context of the Fetch call that made it.
-type callerContext struct {
-	base http.RoundTripper
-	f    *Fetcher
-}
+// bodies is the colly collector's transport: it serves the body the Fetcher
+// read for the request's fetch id, so colly parses without fetching.
+type bodies struct{ f *Fetcher }
 
-func (t *callerContext) RoundTrip(req *http.Request) (*http.Response, error) {
-	id := req.Header.Get(fetchIDHeader)
-	caller, _ := t.f.inflight.Load(id)
-	callerCtx, _ := caller.(context.Context)
-	req = req.Clone(req.Context())
-	req.Header.Del(fetchIDHeader)
-	if callerCtx == nil {
-		return t.base.RoundTrip(req)
+func (b bodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	v, ok := b.f.bodies.Load(req.Header.Get(fetchIDHeader))
+	if !ok {
+		return nil, errors.New("crawl: no body read for this request")
 	}
-	// The request's context ends when the caller's or colly's does. It is
-	// not cancelled when the exchange ends well: the transport would then
-	// race the body's end against the cancellation and drop the
-	// connection instead of keeping it alive. Detached from its parents,
-	// it needs no cancel to be released. It ends with its parent's cause:
-	// a deadline (http.Client.Timeout's, the caller's) stays one, so the
-	// transport's error is a timeout, not "context canceled".
-	parent := req.Context()
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	stopCaller := context.AfterFunc(callerCtx, func() { cancel(context.Cause(callerCtx)) })
-	stopColly := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
-	unhook := func() { stopCaller(); stopColly() }
-	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		unhook()
-		cancel(nil)
-		return nil, err
+	resp := *v.(*http.Response)
+	resp.Request = req
+	return &resp, nil
+}
+
+// wrapConns makes t hand every connection to wrap once it carries the
+// exchange's bytes: plain connections as dialled (through the address
+// guard), TLS ones after the handshake, which then offers HTTP/1.1 only.
+func wrapConns(t *http.Transport, wrap func(net.Conn) net.Conn) {
+	dial := t.DialContext
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(c), nil
 	}
-	resp.Body = &unhookOnClose{ReadCloser: resp.Body, unhook: unhook}
-	return resp, nil
-}
-
-// unhookOnClose stops watching the contexts once the body is closed.
-type unhookOnClose struct {
-	io.ReadCloser
-	once   sync.Once
-	unhook func()
-}
-
-func (b *unhookOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(b.unhook)
-	return err
+	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &tls.Config{}
+		if t.TLSClientConfig != nil {
+			cfg = t.TLSClientConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(raw, cfg)
+		hctx, cancel := context.WithTimeout(ctx, t.TLSHandshakeTimeout)
+		defer cancel()
+		if err := tc.HandshakeContext(hctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return wrap(tc), nil
+	}
 }
 
 // classify turns a transport error into a FetchError.

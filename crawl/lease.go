@@ -56,7 +56,6 @@ func openLeases(ctx context.Context, js jetstream.JetStream, topo frontier.Topol
 	return &leaseTable{kv: kv, topo: topo, id: id, partitions: topo.Partitions, owned: map[int]uint64{}}, nil
 }
 
-
 // heartbeat rewrites our member key and returns how many crawlers are alive.
 func (l *leaseTable) heartbeat(ctx context.Context) (int, error) {
 	if _, err := l.kv.Put(ctx, l.topo.MemberKey(l.id), []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
