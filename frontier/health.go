@@ -1,10 +1,13 @@
 package frontier
 
 import (
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/sievecrawl/sieve/admit"
 )
 
 // Dependencies a Worker tracks.
@@ -101,3 +104,36 @@ func (h *health) notReady() []string {
 	sort.Strings(out)
 	return out
 }
+
+// observer turns what a Worker's admit.Core reports into the worker's
+// health and metrics: a failing filter operation marks the filter down, a
+// publish refused because the frontier stream is at its limits marks the
+// frontier full (backpressure, NATS itself up), any other failed publish
+// marks NATS down; each failure counts as a retry of its operation.
+type observer struct{ w *Worker }
+
+var _ admit.Observer = observer{}
+
+func (o observer) Failed(op string, n int, err error) {
+	o.w.m.retries.WithLabelValues(op).Add(float64(n))
+	switch {
+	case op != admit.OpPublish:
+		o.w.health.set(DepFilter, fmt.Errorf("%s: %w", op, err))
+	case isFull(err):
+		o.w.health.set(DepFrontier, err)
+		o.w.health.set(DepNATS, nil)
+	default:
+		o.w.health.set(DepNATS, fmt.Errorf("publish: %w", err))
+	}
+}
+
+func (o observer) Succeeded(op string) {
+	if op != admit.OpPublish {
+		o.w.health.set(DepFilter, nil)
+		return
+	}
+	o.w.health.set(DepFrontier, nil)
+	o.w.health.set(DepNATS, nil)
+}
+
+func (o observer) Parked(_ string, n int) { o.w.m.parked.Add(float64(n)) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,38 +15,27 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sievecrawl/sieve/admit"
 	"github.com/sievecrawl/sieve/normalize"
 	"github.com/sievecrawl/sieve/stats"
 )
 
-// Filter is the seen-URL filter a Worker tests and marks canonical URLs in.
-// Every dedup filter implements it.
-type Filter interface {
-	// Contains reports, per key, whether the filter holds it (read-only).
-	Contains(ctx context.Context, keys [][]byte) ([]bool, error)
-	// TestAndAdd adds the keys and reports, per key, whether it was new.
-	TestAndAdd(ctx context.Context, keys [][]byte) ([]bool, error)
-}
+// Filter is the seen-URL filter a Worker tests and marks canonical URLs in
+// (admit.Filter). Every dedup filter implements it.
+type Filter = admit.Filter
 
-// FilterSet gives a Worker each crawl's own filter: a URL is unique within
-// a crawl, so the same URL in two crawls is admitted once in each.
-type FilterSet interface {
-	// Acquire returns the crawl's filter, opening it if needed; the filter
-	// stays open until release is called (release may be called once). An
-	// error that wraps ErrFilterUnusable says that trying again soon will
-	// not help (a corrupt snapshot, parameters that conflict with the
-	// stored ones): the Worker then parks the crawl's messages instead of
-	// holding its batch.
-	Acquire(ctx context.Context, crawl string) (f Filter, release func(), err error)
-}
+// FilterSet gives a Worker each crawl's own filter (admit.Filters): a URL
+// is unique within a crawl, so the same URL in two crawls is admitted once
+// in each. An Acquire error that wraps ErrFilterUnusable parks the crawl.
+type FilterSet = admit.Filters
 
 // ErrFilterUnusable is wrapped by a FilterSet's error when a crawl's filter
 // cannot be opened until someone acts (repairs or deletes it). A Worker
 // then hands that crawl's messages back to JetStream for redelivery after
 // WorkerOptions.ParkDelay, acknowledges nothing of that crawl, and goes on
 // with the other crawls of the batch: one broken crawl never stalls the
-// others, and its URLs are not lost.
-var ErrFilterUnusable = errors.New("frontier: crawl's filter unusable")
+// others, and its URLs are not lost. It is admit.ErrFilterUnusable.
+var ErrFilterUnusable = admit.ErrFilterUnusable
 
 // Canonicalizer turns raw links into canonical URLs; *normalize.Normalizer
 // implements it. A rejected link's error should be a *normalize.Error,
@@ -91,8 +79,8 @@ type WorkerOptions struct {
 	StatsInterval time.Duration
 	// SeenCache is the number of canonical URLs the worker remembers as
 	// held by the filter, so that repeated links skip the filter call
-	// (default 1,000,000, about 20 MB; negative: no cache). See the package
-	// documentation.
+	// (default 1,000,000, about 20 MB; negative: no cache). See admit's
+	// package documentation.
 	SeenCache int
 	// PublishTimeout bounds the wait for a frontier publish's
 	// acknowledgement before it is retried (default 5 s).
@@ -141,7 +129,12 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 
 // Worker is a dedup worker: it consumes discovered messages from the
 // workers' shared durable consumer, canonicalizes their links, and publishes
-// each URL the filter has not seen to the frontier, once. Any number of
+// each URL the filter has not seen to the frontier, once. It is the
+// JetStream adapter around an admit.Core, which runs the protocol: the
+// Worker fetches, decodes and canonicalizes batches, hands their URLs to the
+// Core with the batch's messages (kept alive with InProgress, parked with
+// NakWithDelay), acknowledges a batch once the Core has landed it, and
+// turns what the Core reports into counts, metrics and health. Any number of
 // workers may run against the same streams and filter; they split the work
 // through the consumer and need no coordination of their own. A batch's
 // URLs are tested and marked crawl by crawl, each crawl's in its own filter
@@ -153,13 +146,14 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 // others to the frontier asynchronously, each with Nats-Msg-Id = EntryID(crawl, URL),
 // and wait for every acknowledgement; mark the published URLs in the filter
 // (TestAndAdd); then acknowledge the discovered messages. See the package
-// documentation for why this order lets each URL through exactly once.
+// documentation of package admit for why this order lets each URL through
+// exactly once.
 //
 // A Worker's methods are safe for concurrent use; Run may be called once.
 type Worker struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	filter Filter
+	core   *admit.Core
 	canon  Canonicalizer
 	rec    Recorder
 	o      WorkerOptions
@@ -167,8 +161,6 @@ type Worker struct {
 	log    *slog.Logger
 	m      *metrics
 	health *health
-	cache  *seenCache
-	fl     *flights
 
 	mu         sync.Mutex
 	pending    stats.Delta // not yet given to the Recorder
@@ -176,7 +168,6 @@ type Worker struct {
 	started    time.Time
 	inflight   atomic.Int64
 	unfinished atomic.Int64
-	parked     map[string]*ParkedCrawl // under mu
 
 	closeCtx context.Context
 	closeFn  context.CancelFunc
@@ -204,8 +195,8 @@ func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, 
 		return nil, fmt.Errorf("frontier: register metrics: %w", err)
 	}
 	w := &Worker{
-		nc: nc, js: js, filter: filter, canon: canon, rec: rec, o: o, topo: o.Topology,
-		log: o.Logger, m: m, started: time.Now(), parked: map[string]*ParkedCrawl{}, runDone: make(chan struct{}), cache: newSeenCache(o.SeenCache), fl: newFlights(),
+		nc: nc, js: js, canon: canon, rec: rec, o: o, topo: o.Topology,
+		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}),
 	}
 	w.health = newHealth(o.Logger, func(dep string, up bool) {
 		v := 0.0
@@ -214,6 +205,15 @@ func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, 
 		}
 		m.up.WithLabelValues(dep).Set(v)
 	})
+	w.core, err = admit.New(admit.Options{
+		Filters: o.Filters, Filter: filter, Publisher: NewPublisher(js, o.Topology),
+		Observer: observer{w}, SeenCache: o.SeenCache,
+		Recheck: o.Topology.DuplicateWindow / 2, KeepAlive: o.Topology.AckWait / 4,
+		BackoffMin: o.BackoffMin, BackoffMax: o.BackoffMax, ParkDelay: o.ParkDelay, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("frontier: %w", err)
+	}
 	w.closeCtx, w.closeFn = context.WithCancel(context.Background())
 	return w, nil
 }
@@ -318,7 +318,7 @@ func (w *Worker) setup(ctx context.Context) (jetstream.Consumer, error) {
 			return nil, ctx.Err()
 		}
 		w.health.set(DepNATS, err)
-		if !sleep(ctx, b.next()) {
+		if !sleep(ctx, b.Next()) {
 			return nil, ctx.Err()
 		}
 	}
@@ -330,7 +330,7 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 	for fetchCtx.Err() == nil {
 		if !w.nc.IsConnected() {
 			w.health.set(DepNATS, waitingError(w.nc))
-			sleep(fetchCtx, b.next())
+			sleep(fetchCtx, b.Next())
 			continue
 		}
 		msgs, err := w.fetch(cons)
@@ -347,11 +347,11 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 				}
 			}
 			w.health.set(DepNATS, err)
-			sleep(fetchCtx, b.next())
+			sleep(fetchCtx, b.Next())
 			continue
 		}
 		w.health.set(DepNATS, nil)
-		b.reset()
+		b.Reset()
 	}
 }
 
@@ -367,22 +367,17 @@ func (w *Worker) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
 	return msgs, batch.Error()
 }
 
-// candidate is one URL of a batch, first seen in the batch at index msg.
-type candidate struct {
-	url   string
-	crawl string
-	depth int
-	from  string
-}
+var _ admit.Messages = (*batch)(nil)
 
-// batch is the work of one fetch.
+// batch is the work of one fetch: the admit.Messages of its URLs.
 type batch struct {
-	msgs    []jetstream.Msg // valid messages, acknowledged at the end
-	crawlOf []string        // msgs[i]'s crawl
-	cands   []candidate
+	msgs    []jetstream.Msg         // valid messages, acknowledged at the end
+	crawlOf []string                // msgs[i]'s crawl
+	urls    []admit.URL             // distinct per crawl
 	deltas  map[string]*stats.Delta // counts by crawl, recorded once its messages are acknowledged
 	poison  stats.Delta             // counts of terminated messages
 	touched time.Time               // last InProgress (or fetch)
+	ackWait time.Duration
 }
 
 // delta returns the counts of the batch's messages of crawl.
@@ -395,9 +390,9 @@ func (b *batch) delta(crawl string) *stats.Delta {
 	return d
 }
 
-// park hands the messages of crawl back to JetStream for redelivery after
+// Park hands the messages of crawl back to JetStream for redelivery after
 // delay, and forgets their counts (they are counted when processed).
-func (b *batch) park(crawl string, delay time.Duration) int {
+func (b *batch) Park(crawl string, delay time.Duration) int {
 	n := 0
 	msgs, of := b.msgs[:0], b.crawlOf[:0]
 	for i, m := range b.msgs {
@@ -422,7 +417,9 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
 
 	b := w.prepare(msgs, start)
-	if !w.admit(ctx, b) {
+	verdicts, err := w.core.Admit(ctx, b.urls, b)
+	w.count(b, verdicts)
+	if err != nil {
 		w.unfinished.Add(1)
 		w.record(b.poison) // terminated: not redelivered
 		return
@@ -442,7 +439,7 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 // prepare decodes and canonicalizes a batch. Poison messages are
 // terminated at once.
 func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
-	b := &batch{touched: now, deltas: map[string]*stats.Delta{}}
+	b := &batch{touched: now, deltas: map[string]*stats.Delta{}, ackWait: w.topo.AckWait}
 	index := make(map[string]int, len(msgs)*16)
 	for _, m := range msgs {
 		d, err := DecodeDiscovered(m.Data(), w.topo.Limits)
@@ -484,13 +481,13 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 			key := d.Crawl + "\n" + u // a URL is unique within its crawl
 			if i, ok := index[key]; ok {
 				b.duplicate(i)
-				if depth < b.cands[i].depth {
-					b.cands[i].depth = depth
+				if depth < b.urls[i].Depth {
+					b.urls[i].Depth = depth
 				}
 				continue
 			}
-			index[key] = len(b.cands)
-			b.cands = append(b.cands, candidate{url: u, crawl: d.Crawl, depth: depth, from: d.URL})
+			index[key] = len(b.urls)
+			b.urls = append(b.urls, admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL})
 		}
 	}
 	return b
@@ -504,393 +501,56 @@ func rejectReason(err error) string {
 	return "invalid"
 }
 
-// admit runs the protocol on a prepared batch, one crawl at a time, each in
-// its own filter. It reports false if ctx ended first.
-func (w *Worker) admit(ctx context.Context, b *batch) bool {
-	var crawls []string
-	byCrawl := map[string][]int{}
-	for i, c := range b.cands {
-		if _, ok := byCrawl[c.crawl]; !ok {
-			crawls = append(crawls, c.crawl)
-		}
-		byCrawl[c.crawl] = append(byCrawl[c.crawl], i)
-	}
-	for _, crawl := range crawls {
-		f, release, err := w.filterOf(ctx, b, crawl)
-		if errors.Is(err, ErrFilterUnusable) {
-			w.park(b, crawl, err)
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		ok := w.admitIn(ctx, b, f, byCrawl[crawl])
-		release()
-		if !ok {
-			return false
+// count turns the Core's verdicts on a batch's URLs into its counts.
+// URLs left undecided (the batch unfinished, or its crawl parked) count
+// nothing.
+func (w *Worker) count(b *batch, verdicts []admit.Verdict) {
+	for i, v := range verdicts {
+		u := b.urls[i]
+		switch v {
+		case admit.Cached:
+			w.m.cacheHits.Inc()
+			b.duplicate(i)
+		case admit.Held:
+			b.duplicate(i)
+		case admit.Republished:
+			b.delta(u.Crawl).Republished++
+			b.duplicate(i)
+		case admit.Admitted:
+			d := b.delta(u.Crawl)
+			d.Admitted++
+			d.CountCrawl(u.Crawl, stats.CrawlCounts{Admitted: 1})
+			d.AdmitHost(hostOf(u.URL))
 		}
 	}
-	return true
-}
-
-// filterOf returns the crawl's filter, retrying while it cannot be opened,
-// unless the error says it is unusable. An error means ctx ended, or
-// ErrFilterUnusable.
-func (w *Worker) filterOf(ctx context.Context, b *batch, crawl string) (Filter, func(), error) {
-	if w.o.Filters == nil {
-		return w.filter, func() {}, nil
-	}
-	var (
-		f        Filter
-		release  func()
-		unusable error
-	)
-	_, ok := w.retry(ctx, b, "open", func(ctx context.Context) (_ []bool, err error) {
-		f, release, err = w.o.Filters.Acquire(ctx, crawl)
-		if errors.Is(err, ErrFilterUnusable) {
-			unusable = err
-			return nil, nil // not a failure of the filter service: stop retrying
-		}
-		return nil, err
-	})
-	switch {
-	case unusable != nil:
-		return nil, nil, unusable
-	case !ok:
-		return nil, nil, ctx.Err()
-	}
-	w.unpark(crawl)
-	return f, release, nil
 }
 
 // ParkedCrawl is a crawl whose filter cannot be opened (ErrFilterUnusable):
 // its messages wait in the stream, redelivered every ParkDelay.
-type ParkedCrawl struct {
-	// Error is why the filter cannot be opened.
-	Error string `json:"error"`
-	// Since is when the crawl was first parked.
-	Since time.Time `json:"since"`
-	// Messages counts the deliveries of its messages handed back.
-	Messages int64 `json:"messages"`
-	logged   time.Time
-}
-
-// park hands the crawl's messages of batch b back to JetStream, counts
-// them and logs the cause (at most once per ParkDelay per crawl).
-func (w *Worker) park(b *batch, crawl string, err error) {
-	n := b.park(crawl, w.o.ParkDelay)
-	w.m.parked.Add(float64(n))
-	w.mu.Lock()
-	p := w.parked[crawl]
-	if p == nil {
-		p = &ParkedCrawl{Since: time.Now()}
-		w.parked[crawl] = p
-	}
-	p.Error, p.Messages = err.Error(), p.Messages+int64(n)
-	logNow := time.Since(p.logged) >= w.o.ParkDelay
-	if logNow {
-		p.logged = time.Now()
-	}
-	w.mu.Unlock()
-	if logNow {
-		w.log.Error("crawl parked: its filter cannot be opened; its messages wait in the stream and are retried",
-			"crawl", crawl, "error", err, "messages", n, "retry_after", w.o.ParkDelay)
-	}
-}
-
-// unpark forgets that crawl was parked, once its filter opened.
-func (w *Worker) unpark(crawl string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if p, ok := w.parked[crawl]; ok {
-		delete(w.parked, crawl)
-		w.log.Info("crawl unparked: its filter opened", "crawl", crawl, "parked_since", p.Since)
-	}
-}
+type ParkedCrawl = admit.ParkedCrawl
 
 // ForgetCrawl tells the worker that crawl was deleted: the URLs its seen
 // cache holds for it are forgotten, so that a crawl created again under the
 // same id starts with nothing seen. (Its filter is the FilterSet's to drop.)
-func (w *Worker) ForgetCrawl(crawl string) { w.cache.forget(crawl) }
+func (w *Worker) ForgetCrawl(crawl string) { w.core.Forget(crawl) }
 
 // Expiring is implemented by a filter whose keys expire, such as a revisit
 // window: a Worker does not keep its URLs in the seen cache, which would
-// outlive them.
-type Expiring interface {
-	// Expires reports whether keys leave the filter by themselves.
-	Expires() bool
-}
+// outlive them (admit.Expiring).
+type Expiring = admit.Expiring
 
-// cacheFor returns the seen cache for URLs of filter f: none if its keys
-// expire.
-func (w *Worker) cacheFor(f Filter) *seenCache {
-	if e, ok := f.(Expiring); ok && e.Expires() {
-		return nil
-	}
-	return w.cache
-}
-
-// admitIn runs the protocol on the candidates all of a batch, which belong
-// to one crawl whose filter is f: Contains, publish the unseen, mark the
-// published. URLs another of this worker's batches is admitting are left to
-// it (flights). It reports false if ctx ended first.
-func (w *Worker) admitIn(ctx context.Context, b *batch, f Filter, all []int) bool {
-	// URLs this worker already knows the filter holds are duplicates
-	// without asking it.
-	var ask []int
-	for j, hit := range w.cacheFor(f).known(b.cands, all) {
-		if hit {
-			b.duplicate(all[j])
-			w.m.cacheHits.Inc()
-		} else {
-			ask = append(ask, all[j])
-		}
-	}
-	own, others := w.fl.claim(b.cands, ask)
-	ok := w.admitOwn(ctx, b, f, own)
-	w.fl.land(b.cands, own, ok)
-	if !ok {
-		return false
-	}
-	var again []int
-	for _, o := range others {
-		if !w.await(ctx, b, o.f) {
-			return false
-		}
-		if o.f.marked {
-			b.duplicate(o.i)
-		} else {
-			again = append(again, o.i) // its owner gave up
-		}
-	}
-	if len(again) > 0 {
-		return w.admitIn(ctx, b, f, again)
-	}
-	return true
-}
-
-// admitOwn runs the protocol on candidates no other batch of this worker
-// holds. When it reports true, every one of them is in the filter.
-func (w *Worker) admitOwn(ctx context.Context, b *batch, f Filter, own []int) bool {
-	todo, ok := w.unseen(ctx, b, f, own)
-	if !ok {
-		return false
-	}
-	published, ok := w.publish(ctx, b, f, todo)
-	if !ok {
-		return false
-	}
-	if len(published) == 0 {
-		return true
-	}
-	keys := make([][]byte, len(published))
-	for j, i := range published {
-		keys[j] = []byte(b.cands[i].url)
-	}
-	if _, ok = w.retry(ctx, b, "mark", func(ctx context.Context) ([]bool, error) { return f.TestAndAdd(ctx, keys) }); !ok {
-		return false
-	}
-	w.cacheFor(f).add(b.cands, published)
-	return true
-}
-
-// duplicate counts candidate i as a duplicate of a URL already enqueued.
+// duplicate counts URL i as a duplicate of a URL already enqueued.
 func (b *batch) duplicate(i int) {
-	d := b.delta(b.cands[i].crawl)
+	d := b.delta(b.urls[i].Crawl)
 	d.Duplicates++
-	d.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Duplicates: 1})
-	d.DuplicateHost(hostOf(b.cands[i].url))
+	d.CountCrawl(b.urls[i].Crawl, stats.CrawlCounts{Duplicates: 1})
+	d.DuplicateHost(hostOf(b.urls[i].URL))
 }
 
-// unseen returns the candidates (indexes into b.cands) the filter does not
-// hold, counting the others as duplicates.
-func (w *Worker) unseen(ctx context.Context, b *batch, f Filter, idx []int) ([]int, bool) {
-	if len(idx) == 0 {
-		return nil, true
-	}
-	keys := make([][]byte, len(idx))
-	for j, i := range idx {
-		keys[j] = []byte(b.cands[i].url)
-	}
-	seen, ok := w.retry(ctx, b, "contains", func(ctx context.Context) ([]bool, error) { return f.Contains(ctx, keys) })
-	if !ok {
-		return nil, false
-	}
-	out := idx[:0:0]
-	var held []int
-	for j, i := range idx {
-		if seen[j] {
-			b.duplicate(i)
-			held = append(held, i)
-		} else {
-			out = append(out, i)
-		}
-	}
-	w.cacheFor(f).add(b.cands, held)
-	return out, true
-}
-
-// retry calls a filter operation until it succeeds or ctx ends, backing off
-// and keeping the batch's messages alive in between. Each failure (a Redis
-// timeout included: the client bounds a call by redis.timeout and leaves
-// retrying to this loop) is counted, marks the filter down (logged once per
-// outage, shown by Ready) and is retried; the batch is touched before every
-// attempt, so a call that hangs until its timeout cannot outlast AckWait as
-// long as the timeout is under two thirds of it.
-func (w *Worker) retry(ctx context.Context, b *batch, op string, call func(context.Context) ([]bool, error)) ([]bool, bool) {
-	bo := w.newBackoff()
-	for {
-		w.keepAlive(b)
-		res, err := call(ctx)
-		if err == nil {
-			w.health.set(DepFilter, nil)
-			return res, true
-		}
-		if ctx.Err() != nil {
-			return nil, false
-		}
-		w.health.set(DepFilter, fmt.Errorf("%s: %w", op, err))
-		w.m.retries.WithLabelValues(op).Inc()
-		if !w.wait(ctx, b, bo.next()) {
-			return nil, false
-		}
-	}
-}
-
-// publish puts the candidates todo on the frontier and returns those
-// JetStream stored or recognised as duplicates: all of todo, except any
-// that a re-check found marked meanwhile. It retries failed publishes
-// (stream full, NATS away) with the same message ID until they succeed.
-func (w *Worker) publish(ctx context.Context, b *batch, f Filter, todo []int) ([]int, bool) {
-	checked := time.Now()
-	bo := w.newBackoff()
-	var done []int
-	futures := make([]jetstream.PubAckFuture, 0, len(todo))
-	for len(todo) > 0 {
-		// A verdict "unseen" is only trusted for half the duplicate window:
-		// after that, a racing worker may have published and marked the URL
-		// long enough ago that its message ID is forgotten.
-		if time.Since(checked) > w.topo.DuplicateWindow/2 {
-			var ok bool
-			if todo, ok = w.unseen(ctx, b, f, todo); !ok {
-				return nil, false
-			}
-			checked = time.Now()
-			continue
-		}
-		futures = futures[:0]
-		var failed []int
-		var lastErr error
-		for _, i := range todo {
-			f, err := w.js.PublishMsgAsync(w.entryMsg(b.cands[i]), jetstream.WithMsgID(EntryID(b.cands[i].crawl, b.cands[i].url)))
-			if err != nil {
-				failed, lastErr = append(failed, i), err
-			}
-			futures = append(futures, f)
-		}
-		for j, f := range futures {
-			if f == nil {
-				continue
-			}
-			i := todo[j]
-			select {
-			case ack := <-f.Ok():
-				done = append(done, i)
-				if ack.Duplicate {
-					b.delta(b.cands[i].crawl).Republished++
-					b.duplicate(i)
-				} else {
-					d := b.delta(b.cands[i].crawl)
-					d.Admitted++
-					d.CountCrawl(b.cands[i].crawl, stats.CrawlCounts{Admitted: 1})
-					d.AdmitHost(hostOf(b.cands[i].url))
-				}
-			case err := <-f.Err():
-				failed, lastErr = append(failed, i), err
-			case <-ctx.Done():
-				return nil, false
-			}
-		}
-		if len(failed) == 0 {
-			w.health.set(DepFrontier, nil)
-			w.health.set(DepNATS, nil)
-			return done, true
-		}
-		if isFull(lastErr) {
-			w.health.set(DepFrontier, lastErr)
-			w.health.set(DepNATS, nil)
-		} else {
-			w.health.set(DepNATS, fmt.Errorf("publish: %w", lastErr))
-		}
-		w.m.retries.WithLabelValues("publish").Add(float64(len(failed)))
-		if !w.wait(ctx, b, bo.next()) {
-			return nil, false
-		}
-		todo = failed
-	}
-	return done, true
-}
-
-// isFull reports whether a publish failed because the frontier stream is at
-// its limits (JetStream error 10077, "maximum messages/bytes exceeded").
-func isFull(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStoreFailed
-}
-
-// jsErrStoreFailed is JSStreamStoreFailedF: the stream refused to store a
-// message, which with DiscardNew means it is at MaxMsgs or MaxBytes.
-const jsErrStoreFailed jetstream.ErrorCode = 10077
-
-func (w *Worker) entryMsg(c candidate) *nats.Msg {
-	data, _ := Entry{Crawl: c.crawl, URL: c.url, Depth: c.depth, From: c.from}.Encode() // strings and ints: cannot fail
-	return &nats.Msg{
-		Subject: w.topo.FrontierSubject(c.crawl, w.topo.Partition(hostOf(c.url))),
-		Data:    data,
-		Header:  nats.Header{},
-	}
-}
-
-// hostOf returns the host name of a canonical URL (no port, no brackets).
-func hostOf(u string) string {
-	i := strings.Index(u, "://")
-	if i < 0 {
-		return ""
-	}
-	rest := u[i+3:]
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		rest = rest[:j]
-	}
-	if strings.HasPrefix(rest, "[") {
-		if j := strings.IndexByte(rest, ']'); j > 0 {
-			return rest[1:j]
-		}
-		return rest
-	}
-	if j := strings.LastIndexByte(rest, ':'); j >= 0 {
-		return rest[:j]
-	}
-	return rest
-}
-
-// wait pauses for d, telling JetStream the batch is still in progress when
-// its messages come near their AckWait. It reports false if ctx ended.
-func (w *Worker) wait(ctx context.Context, b *batch, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		w.keepAlive(b)
-		left := time.Until(deadline)
-		if left <= 0 {
-			return true
-		}
-		if !sleep(ctx, min(left, w.topo.AckWait/4)) {
-			return false
-		}
-	}
-}
-
-func (w *Worker) keepAlive(b *batch) {
-	if time.Since(b.touched) < w.topo.AckWait/3 {
+// Touch tells JetStream the batch is still in progress when its messages
+// come near their AckWait (at most every AckWait/3).
+func (b *batch) Touch() {
+	if time.Since(b.touched) < b.ackWait/3 {
 		return
 	}
 	for _, m := range b.msgs {
@@ -960,13 +620,6 @@ type Status struct {
 func (w *Worker) Status() Status {
 	w.mu.Lock()
 	totals := w.total.Clone()
-	var parked map[string]ParkedCrawl
-	for id, p := range w.parked {
-		if parked == nil {
-			parked = map[string]ParkedCrawl{}
-		}
-		parked[id] = *p
-	}
 	w.mu.Unlock()
 	totals.Hosts, totals.DuplicateHosts = nil, nil
 	return Status{
@@ -975,7 +628,7 @@ func (w *Worker) Status() Status {
 		InflightBatches: w.inflight.Load(),
 		Started:         w.started,
 		Totals:          totals,
-		Parked:          parked,
+		Parked:          w.core.Parked(),
 	}
 }
 
@@ -991,24 +644,9 @@ func (w *Worker) Ready() error {
 	return nil
 }
 
-// backoff is an exponential backoff with jitter between min and max.
-type backoff struct {
-	min, max, cur time.Duration
+func (w *Worker) newBackoff() *admit.Backoff {
+	return &admit.Backoff{Min: w.o.BackoffMin, Max: w.o.BackoffMax}
 }
-
-func (w *Worker) newBackoff() *backoff { return &backoff{min: w.o.BackoffMin, max: w.o.BackoffMax} }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	// Full jitter in [cur/2, cur): workers retrying together spread out.
-	return b.cur/2 + rand.N(b.cur/2+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 // sleep waits for d or until ctx ends; it reports whether ctx is still live.
 func sleep(ctx context.Context, d time.Duration) bool {

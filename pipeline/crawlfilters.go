@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sievecrawl/sieve/admit"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
@@ -126,7 +127,7 @@ func OpenCrawlFilter(ctx context.Context, f config.Filter, st frontier.CrawlSett
 }
 
 // expiring is a revisit window: its keys expire, so a worker must not
-// cache them (frontier.Expiring).
+// cache them (admit.Expiring).
 type expiring struct{ config.SeenFilter }
 
 // Expires reports true.
@@ -165,7 +166,12 @@ type CrawlFilterStatus struct {
 	Used time.Time `json:"used"`
 }
 
-// crawlFilters is a Worker's frontier.FilterSet. It is safe for concurrent
+var (
+	_ admit.Filters  = (*crawlFilters)(nil)
+	_ admit.Expiring = expiring{}
+)
+
+// crawlFilters is a Worker's admit.Filters. It is safe for concurrent
 // use.
 type crawlFilters struct {
 	cfg    config.Filter
@@ -205,7 +211,7 @@ func newCrawlFilters(cfg config.Filter, rdb redis.UniversalClient, policy string
 
 // Acquire returns the crawl's filter, opening it from the crawl's settings
 // on first use; release ends the use.
-func (s *crawlFilters) Acquire(ctx context.Context, crawl string) (frontier.Filter, func(), error) {
+func (s *crawlFilters) Acquire(ctx context.Context, crawl string) (admit.Filter, func(), error) {
 	e, err := s.acquire(ctx, crawl)
 	if err != nil {
 		return nil, nil, err
@@ -296,7 +302,7 @@ func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) e
 	return nil
 }
 
-// unusable marks err with frontier.ErrFilterUnusable when it is
+// unusable marks err with admit.ErrFilterUnusable when it is
 // permanent, so that the worker parks the crawl's messages and goes on with
 // the other crawls.
 func unusable(err error) error {
@@ -316,11 +322,11 @@ func permanent(err error) bool {
 		errors.Is(err, dedup.ErrGuavaFormat) || errors.Is(err, dedup.ErrRedisTooOld) || errors.As(err, &fe)
 }
 
-// unusableError is an error that also matches frontier.ErrFilterUnusable.
+// unusableError is an error that also matches admit.ErrFilterUnusable.
 type unusableError struct{ err error }
 
 func (e unusableError) Error() string   { return e.err.Error() }
-func (e unusableError) Unwrap() []error { return []error{e.err, frontier.ErrFilterUnusable} }
+func (e unusableError) Unwrap() []error { return []error{e.err, admit.ErrFilterUnusable} }
 
 // SharedCrawl is the crawl that takes over an in-memory filter every crawl
 // shared before each crawl had its own: the crawler's default crawl id,
