@@ -16,28 +16,21 @@ import (
 	"github.com/sievecrawl/sieve/dedup"
 )
 
-// SeenFilter is a dedup filter opened from a Filter section: any of dedup's
-// four (Bloom or cuckoo, in memory or in Redis).
-type SeenFilter interface {
-	// Contains reports, per key, whether the filter holds it (read-only).
-	Contains(ctx context.Context, keys [][]byte) ([]bool, error)
-	// TestAndAdd adds the keys and reports, per key, whether it was new.
-	TestAndAdd(ctx context.Context, keys [][]byte) ([]bool, error)
-	// Stats reports the filter's fill, memory and estimated error rate.
-	Stats(ctx context.Context) (dedup.Stats, error)
-	Close() error
-}
+// SeenFilter is a dedup filter opened from a Filter section: any of
+// dedup's (Bloom or cuckoo, in memory or in Redis, or a revisit window).
+type SeenFilter = dedup.Filter
 
-var (
-	_ SeenFilter = (*dedup.ScalableBloom)(nil)
-	_ SeenFilter = (*dedup.Cuckoo)(nil)
-	_ SeenFilter = (*dedup.RedisBloom)(nil)
-	_ SeenFilter = (*dedup.RedisCuckoo)(nil)
-)
-
-// growth is the section's layer schedule.
-func (f Filter) growth() dedup.Growth {
-	return dedup.Growth{InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening}
+// Spec maps the section to what dedup.Open takes, for a filter in Redis
+// when rdb is not nil (else in memory, with the section's snapshot file)
+// stored under policy. The section's values are taken as they are (zero:
+// the stored value, or the default); Open's adoption of stored values and
+// its checks are not applied.
+func (f Filter) Spec(rdb redis.UniversalClient, policy string) dedup.Spec {
+	return dedup.Spec{
+		Kind: f.Kind, Redis: rdb, Name: f.Name, Snapshot: f.Snapshot,
+		Growth: dedup.Growth{InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening},
+		Shards: f.Shards, Policy: policy, Force: f.Force,
+	}
 }
 
 // Open opens the filter the section describes, storing policy (the
@@ -149,12 +142,12 @@ func (f Filter) open(ctx context.Context, rdb redis.UniversalClient, policy stri
 			}
 		}
 	}
-	var sf SeenFilter
+	spec := o.Spec(rdb, policy)
+	spec.Force, spec.Existing = f.Force && !existing, existing
 	if window {
-		sf, err = o.openWindow(ctx, rdb, policy)
-	} else {
-		sf, err = o.openKind(ctx, rdb, policy, existing)
+		spec.Window = &dedup.WindowOptions{} // the stored window's
 	}
+	sf, err := dedup.Open(ctx, spec)
 	var me *dedup.MismatchError
 	if stored == "" && retry && errors.As(err, &me) {
 		// Created by another process since it was looked for: adopt its
@@ -162,6 +155,9 @@ func (f Filter) open(ctx context.Context, rdb redis.UniversalClient, policy stri
 		return f.open(ctx, rdb, policy, existing, false)
 	}
 	if err != nil {
+		if errors.Is(err, dedup.ErrUnknownKind) {
+			err = &FieldError{Field: "filter.kind", Err: err}
+		}
 		if errors.As(err, &me) {
 			for _, c := range creationOnly {
 				if c.stored == me.Field {
@@ -221,30 +217,6 @@ func (f Filter) storedKind(ctx context.Context, rdb redis.UniversalClient) (kind
 	return "unknown", false, nil
 }
 
-// openWindow opens the revisit window stored where the section says, only
-// reading it, with the section's values as they are (zero: the stored
-// value).
-func (f Filter) openWindow(ctx context.Context, rdb redis.UniversalClient, policy string) (SeenFilter, error) {
-	var w dedup.WindowOptions // the stored window's
-	g := f.growth()
-	switch {
-	case rdb != nil && f.Kind == "bloom":
-		return dedup.OpenRedisBloomWindow(ctx, rdb, f.Name, w, dedup.RedisBloomOptions{
-			InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening,
-			Shards: f.Shards, Policy: policy, Existing: true,
-		})
-	case rdb != nil && f.Kind == "cuckoo":
-		return dedup.OpenRedisCuckooWindow(ctx, rdb, f.Name, w, dedup.RedisCuckooOptions{
-			CuckooOptions: dedup.CuckooOptions{Growth: g, Policy: policy}, Shards: f.Shards, Existing: true,
-		})
-	case f.Kind == "bloom":
-		return dedup.LoadBloomWindow(ctx, f.Snapshot, w, dedup.ScalableOptions{Growth: g, Policy: policy})
-	case f.Kind == "cuckoo":
-		return dedup.LoadCuckooWindow(ctx, f.Snapshot, w, dedup.CuckooOptions{Growth: g, Policy: policy})
-	}
-	return nil, &FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
-}
-
 // ReadWindow describes sf's revisit window if it is one (a *dedup.Window,
 // as OpenExisting opens a stored window), else it returns nil.
 func ReadWindow(ctx context.Context, sf SeenFilter) (*WindowStats, error) {
@@ -259,44 +231,6 @@ func ReadWindow(ctx context.Context, sf SeenFilter) (*WindowStats, error) {
 	o := w.Options()
 	g := time.Duration(o.Granularity)
 	return &WindowStats{After: o.After, Granularity: o.Granularity, Period: (o.After + g - 1) / g, Generations: gens}, nil
-}
-
-// openKind opens the filter of the section's kind with its values as they
-// are (zero: the stored value; see dedup's Options).
-func (f Filter) openKind(ctx context.Context, rdb redis.UniversalClient, policy string, existing bool) (SeenFilter, error) {
-	force := f.Force && !existing
-	switch {
-	case rdb != nil && f.Kind == "bloom":
-		return dedup.OpenRedisBloom(ctx, rdb, f.Name, dedup.RedisBloomOptions{
-			InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening,
-			Shards: f.Shards, Policy: policy, Force: force, Existing: existing,
-		})
-	case rdb != nil && f.Kind == "cuckoo":
-		return dedup.OpenRedisCuckoo(ctx, rdb, f.Name, dedup.RedisCuckooOptions{
-			CuckooOptions: dedup.CuckooOptions{Growth: f.growth(), Policy: policy, Force: force},
-			Shards:        f.Shards, Existing: existing,
-		})
-	case f.Kind == "bloom":
-		o := dedup.ScalableOptions{Growth: f.growth(), Policy: policy, Force: force}
-		return loadOr(ctx, f.Snapshot, o, dedup.LoadScalableBloom, dedup.NewScalableBloom)
-	case f.Kind == "cuckoo":
-		o := dedup.CuckooOptions{Growth: f.growth(), Policy: policy, Force: force}
-		return loadOr(ctx, f.Snapshot, o, dedup.LoadCuckoo, dedup.NewCuckoo)
-	}
-	return nil, &FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
-}
-
-// loadOr loads an in-memory filter from path, or makes a new one when path
-// is empty or does not exist.
-func loadOr[F SeenFilter, O any](ctx context.Context, path string, o O,
-	load func(context.Context, string, O) (F, error), create func(O) (F, error)) (SeenFilter, error) {
-	if path != "" {
-		sf, err := load(ctx, path, o)
-		if !errors.Is(err, fs.ErrNotExist) {
-			return sf, err
-		}
-	}
-	return create(o)
 }
 
 // Save writes an in-memory filter to the section's Snapshot file. It does

@@ -94,31 +94,11 @@ func OpenCrawlFilter(ctx context.Context, f config.Filter, st frontier.CrawlSett
 		return f.Open(ctx, rdb, policy)
 	}
 	w := windowOptions(st)
-	g := dedup.Growth{InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening}
-	var (
-		sf  config.SeenFilter
-		err error
-	)
-	switch {
-	case rdb != nil && f.Kind == "bloom":
-		sf, err = dedup.OpenRedisBloomWindow(ctx, rdb, f.Name, w, dedup.RedisBloomOptions{
-			InitialCapacity: g.InitialCapacity, TargetFPP: g.TargetFPP, Factor: g.Factor, Tightening: g.Tightening,
-			Shards: f.Shards, Policy: policy, Force: f.Force,
-		})
-	case rdb != nil && f.Kind == "cuckoo":
-		sf, err = dedup.OpenRedisCuckooWindow(ctx, rdb, f.Name, w, dedup.RedisCuckooOptions{
-			CuckooOptions: dedup.CuckooOptions{Growth: g, Policy: policy, Force: f.Force}, Shards: f.Shards,
-		})
-	case f.Kind == "bloom":
-		o := dedup.ScalableOptions{Growth: g, Policy: policy, Force: f.Force}
-		sf, err = loadWindow(ctx, f.Snapshot, func(path string) (*dedup.Window, error) { return dedup.LoadBloomWindow(ctx, path, w, o) },
-			func() (*dedup.Window, error) { return dedup.NewBloomWindow(w, o) })
-	case f.Kind == "cuckoo":
-		o := dedup.CuckooOptions{Growth: g, Policy: policy, Force: f.Force}
-		sf, err = loadWindow(ctx, f.Snapshot, func(path string) (*dedup.Window, error) { return dedup.LoadCuckooWindow(ctx, path, w, o) },
-			func() (*dedup.Window, error) { return dedup.NewCuckooWindow(w, o) })
-	default:
-		return nil, &config.FieldError{Field: "filter.kind", Err: fmt.Errorf("unknown filter kind %q (bloom or cuckoo)", f.Kind)}
+	spec := f.Spec(rdb, policy)
+	spec.Window = &w
+	sf, err := dedup.Open(ctx, spec)
+	if errors.Is(err, dedup.ErrUnknownKind) {
+		return nil, &config.FieldError{Field: "filter.kind", Err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s window %q (revisit after %v): %w", f.Kind, f.Name, st.RevisitAfter, err)
@@ -138,16 +118,6 @@ func (e expiring) Save(ctx context.Context, path string) error {
 	return e.SeenFilter.(interface {
 		Save(context.Context, string) error
 	}).Save(ctx, path)
-}
-
-func loadWindow(_ context.Context, path string, load func(string) (*dedup.Window, error), create func() (*dedup.Window, error)) (config.SeenFilter, error) {
-	if path != "" {
-		w, err := load(path)
-		if !errors.Is(err, fs.ErrNotExist) {
-			return w, err
-		}
-	}
-	return create()
 }
 
 // CrawlFilterStatus is one open crawl filter, as a worker reports it.
