@@ -54,6 +54,12 @@ type URL struct {
 	// Depth and From (the page it was found on) go with it to the frontier.
 	Depth int
 	From  string
+	// Kind, Key and Meta are the link's kind, queue key and metadata
+	// (wire format v2), carried to the frontier unchanged; the core does
+	// not read them.
+	Kind string
+	Key  string
+	Meta map[string][]string
 }
 
 // Ack is the frontier's answer to the publish of one URL.

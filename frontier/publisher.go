@@ -13,7 +13,7 @@ import (
 
 // Publisher puts admitted URLs on the frontier stream: it is the JetStream
 // side of admit.Publisher. Each URL goes to its crawl's partition subject
-// (Topology.FrontierSubject, the partition of its host) as an Entry, with
+// (Topology.EntrySubject, the partition of its queue key) as an Entry, with
 // Nats-Msg-Id = EntryID(crawl, URL), so that the stream's duplicate window
 // stores a URL published twice once. Publish sends every URL
 // asynchronously, then waits for each acknowledgement; the JetStream
@@ -74,9 +74,10 @@ func isFull(err error) bool {
 const jsErrStoreFailed jetstream.ErrorCode = 10077
 
 func (p *Publisher) entryMsg(u admit.URL) *nats.Msg {
-	data, _ := Entry{Crawl: u.Crawl, URL: u.URL, Depth: u.Depth, From: u.From}.Encode() // strings and ints: cannot fail
+	e := Entry{Crawl: u.Crawl, URL: u.URL, Depth: u.Depth, From: u.From, Kind: LinkKind(u.Kind), Key: u.Key, Meta: u.Meta}
+	data, _ := e.Encode() // strings, ints and string lists: cannot fail
 	return &nats.Msg{
-		Subject: p.topo.FrontierSubject(u.Crawl, p.topo.Partition(hostOf(u.URL))),
+		Subject: p.topo.EntrySubject(e),
 		Data:    data,
 		Header:  nats.Header{},
 	}

@@ -464,7 +464,7 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 			}
 		}
 		depth := d.LinkDepth()
-		for _, link := range d.Links {
+		for li, link := range d.Links {
 			dl.Links++
 			dl.CountCrawl(d.Crawl, stats.CrawlCounts{Links: 1})
 			var u string
@@ -487,7 +487,8 @@ func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
 				continue
 			}
 			index[key] = len(b.urls)
-			b.urls = append(b.urls, admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL})
+			e := d.EntryFor(li, u)
+			b.urls = append(b.urls, admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL, Kind: string(e.Kind), Key: e.Key, Meta: e.Meta})
 		}
 	}
 	return b
