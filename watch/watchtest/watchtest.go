@@ -21,7 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-var screenshotPath = flag.String("watch.screenshot", "", "also save the live page's screenshot to this PNG `path` (the README's: docs/watch.png)")
+var screenshotPath = flag.String("watch.screenshot", "", "also save the live page's screenshot to this PNG `path` (docs/running.md shows docs/watch.png)")
 
 // ChromiumPath returns the path of Chromium, skipping the test without it or,
 // with CI=true, failing it.
