@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +16,10 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 )
 
-var politeBench = flag.Bool("sieve.politebench", false, "run the polite throughput table (TestPoliteThroughput)")
+var (
+	politeBench      = flag.Bool("sieve.politebench", false, "run the polite throughput table (TestPoliteThroughput)")
+	politeBenchHosts = flag.String("sieve.politebench.hosts", "100,1000", "the rows of the polite table: numbers of small hosts, comma-separated")
+)
 
 // TestPoliteThroughput is the polite-crawl benchmark of issue 17: N hosts on
 // loopback addresses, each serving a 21-page site (an index linking to 20
@@ -62,7 +67,11 @@ func TestPoliteThroughput(t *testing.T) {
 		held, deferred, hostsInMemory int64
 	}
 	var rows []row
-	for _, n := range []int{100, 1000} {
+	for _, f := range strings.Split(*politeBenchHosts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 10_000 {
+			t.Fatalf("-sieve.politebench.hosts: %q is not a number of hosts (1 to 10,000)", f)
+		}
 		t.Run(fmt.Sprint("hosts=", n), func(t *testing.T) {
 			small := make([]*flatSite, n)
 			for i := range small {
@@ -121,6 +130,8 @@ func TestPoliteThroughput(t *testing.T) {
 			rows = append(rows, r)
 			t.Logf("%d hosts: sieve %d fetches in the window (%.1f/s), baseline %d, limit %d; slowest host %.2f (%s), big host %.2f of 1/s",
 				n+1, s.n, s.rate, b.n, perHost*(n+1), s.slowest, s.slowestHost, s.big)
+			t.Logf("where the time goes: small hosts' first fetch after %v (median), %v (last), baseline %v, %v; gaps over 1.5s: sieve %d, baseline %d",
+				s.firstMedian.Round(time.Millisecond), s.firstLast.Round(time.Millisecond), b.firstMedian.Round(time.Millisecond), b.firstLast.Round(time.Millisecond), s.longGaps, b.longGaps)
 		})
 	}
 	t.Logf("fetches in the first %v: limit = %d per host", window, perHost)
@@ -141,6 +152,11 @@ type politeMeasure struct {
 	slowest     float64 // the slowest small host's rate, as a fraction of 1/s
 	slowestHost string
 	big         float64 // the big host's fetches in its first minute, over 60
+	// Where the time goes: when the small hosts' first fetches came after
+	// the first fetch of all (median, last), and how many gaps between two
+	// fetches of a small host were over 1.5 s.
+	firstMedian, firstLast time.Duration
+	longGaps               int
 }
 
 func measurePolite(sites, small []*flatSite, big *flatSite, window, minute time.Duration) politeMeasure {
@@ -159,8 +175,17 @@ func measurePolite(sites, small []*flatSite, big *flatSite, window, minute time.
 		}
 	}
 	m := politeMeasure{n: n, rate: float64(n) / window.Seconds(), slowest: 2}
+	var firsts []time.Duration
 	for _, s := range small {
 		ts := s.pageTimes()
+		if len(ts) > 0 {
+			firsts = append(firsts, ts[0].Sub(t0))
+		}
+		for i := 1; i < len(ts); i++ {
+			if ts[i].Sub(ts[i-1]) > 1500*time.Millisecond {
+				m.longGaps++
+			}
+		}
 		if len(ts) < 2 {
 			m.slowest, m.slowestHost = 0, s.Host
 			continue
@@ -172,6 +197,10 @@ func measurePolite(sites, small []*flatSite, big *flatSite, window, minute time.
 		if r < m.slowest {
 			m.slowest, m.slowestHost = r, s.Host
 		}
+	}
+	if len(firsts) > 0 {
+		slices.Sort(firsts)
+		m.firstMedian, m.firstLast = firsts[len(firsts)/2], firsts[len(firsts)-1]
 	}
 	if ts := big.pageTimes(); len(ts) > 0 {
 		k := 0

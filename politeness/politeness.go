@@ -21,9 +21,11 @@
 // # Nothing held for a queue's turn
 //
 // Each queue holds at most Buffer items waiting. Offer refuses an item when
-// its queue's buffer is full and says when the item's turn is expected: the
-// queue's next start, plus one interval for every item waiting before it and
-// for every item already refused (the queue's horizon). The caller leaves the
+// its queue's buffer is full and says when to offer it again: the queue's
+// next start, plus one interval for every item waiting before it but the last
+// and for every item already refused (the queue's horizon), so it comes back
+// when the buffer has room and one item still waits, and a little lateness in
+// coming back never leaves the queue idle. The caller leaves the
 // item where it came from until then (the crawler hands a frontier message
 // back to JetStream with that delay), so a host with a backlog of 10,000
 // URLs holds Buffer of them, not 10,000, and the items of other hosts behind
@@ -229,10 +231,13 @@ func (s *Scheduler[T]) offer(key string, item T, deferred bool) (bool, time.Time
 		s.updateLocked(q, now)
 		return true, time.Time{}
 	}
-	// Its turn: after the items waiting and those refused before it.
+	// Its turn: after the items waiting and those refused before it. It
+	// is asked back one interval early, when the buffer has room again
+	// and one item still waits, so that a little lateness in coming back
+	// never leaves the queue idle.
 	iv := q.interval()
 	start := later(now, q.next, q.blocked)
-	at := start.Add(time.Duration(len(q.items)) * iv)
+	at := start.Add(time.Duration(max(len(q.items)-1, 0)) * iv)
 	if q.horizon.After(at) {
 		at = q.horizon
 	}

@@ -240,8 +240,9 @@ func TestOfferBoundsBuffer(t *testing.T) {
 		}
 		turns = append(turns, at.Sub(now))
 	}
-	// Two waiting (turns at 0s and 1s): the refused come at 2s, 3s, ….
-	want := []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}
+	// Two waiting (turns at 0s and 1s): the refused come back one
+	// interval before their turns (2s, 3s, …), when one item still waits.
+	want := []time.Duration{1 * time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}
 	if !slices.Equal(turns, want) {
 		t.Errorf("refused items' turns = %v, want %v", turns, want)
 	}
