@@ -272,17 +272,16 @@ func (c *Crawler) Run(ctx context.Context) error {
 		return err
 	}
 
-	// The fetch loops outlive the pullers: on the way out, the URLs in
-	// hand finish (up to ShutdownTimeout) after the pullers stopped.
+	// The dispatcher and its jobs outlive the pullers: on the way out, the
+	// URLs in hand finish (up to ShutdownTimeout) after the pullers
+	// stopped.
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
-	for range c.fetcher.opts.MaxParallel {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			c.fetchLoop(loopCtx)
-		}()
-	}
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		c.dispatch(loopCtx, &loops)
+	}()
 	defer func() {
 		stopLoops()
 		loops.Wait()

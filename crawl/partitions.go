@@ -236,15 +236,36 @@ func (c *Crawler) hold(msg jetstream.Msg, r *partitionRun) (settle func()) {
 	}
 }
 
-// fetchLoop runs one of the Options.Fetcher.MaxParallel fetch loops: it takes
-// the next URL whose host may be fetched now and handles it to its end.
-func (c *Crawler) fetchLoop(ctx context.Context) {
+// jobsPerRequest is how many URLs may be in process (robots.txt, the
+// exchange, publishing the links, acknowledging) per HTTP exchange allowed at
+// once (Fetcher.MaxParallel, which the Fetcher bounds itself): publishing and
+// acknowledging are round trips that must not keep the next host's turn
+// waiting.
+const jobsPerRequest = 4
+
+// dispatch takes each URL whose host's turn has come from the scheduler and
+// runs it in a goroutine counted in wg, at most jobsPerRequest ×
+// Fetcher.MaxParallel at once, until ctx ends. One goroutine waits on the
+// scheduler, so a change there wakes one waiter, and a URL is taken only
+// when it can start at once.
+func (c *Crawler) dispatch(ctx context.Context, wg *sync.WaitGroup) {
+	slots := make(chan struct{}, jobsPerRequest*c.fetcher.opts.MaxParallel)
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		key, j, err := c.sched.Take(ctx)
 		if err != nil {
 			return
 		}
-		c.handle(key, j)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			c.handle(key, j)
+		}()
 	}
 }
 
