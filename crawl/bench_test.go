@@ -110,7 +110,7 @@ func crawlWithSieve(tb testing.TB, site *testsite.Site, parallel, maxDepth int) 
 	}
 	defer c.Close()
 	start := time.Now()
-	if err := Seed(ctx, p.js, topo, "bench", []string{site.URL}); err != nil {
+	if err := seed(ctx, p.js, topo, "bench", []string{site.URL}); err != nil {
 		tb.Fatal(err)
 	}
 	if err := c.Run(ctx); !errors.Is(err, ErrIdle) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
@@ -166,7 +167,7 @@ func testCrawlSiteOnce(t *testing.T, topo frontier.Topology) {
 	p := startPipeline(t, topo)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := Seed(ctx, p.js, topo, "t1", []string{site.URL}); err != nil {
+	if err := seed(ctx, p.js, topo, "t1", []string{site.URL}); err != nil {
 		t.Fatal(err)
 	}
 	opts := fastOptions(topo, maxDepth)
@@ -236,7 +237,7 @@ func TestCrawlersSharePartitions(t *testing.T) {
 	p := startPipeline(t, topo)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	if err := Seed(ctx, p.js, topo, "two", []string{siteA.URL, siteB.URL}); err != nil {
+	if err := seed(ctx, p.js, topo, "two", []string{siteA.URL, siteB.URL}); err != nil {
 		t.Fatal(err)
 	}
 	opts := fastOptions(topo, maxDepth)
@@ -303,7 +304,7 @@ func TestCrawlerStopsGracefully(t *testing.T) {
 	p := startPipeline(t, topo)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	if err := Seed(ctx, p.js, topo, "stop", []string{site.URL}); err != nil {
+	if err := seed(ctx, p.js, topo, "stop", []string{site.URL}); err != nil {
 		t.Fatal(err)
 	}
 	const maxDepth = 8
@@ -423,7 +424,7 @@ func TestCrawlerSeedMoves(t *testing.T) {
 			p := startPipeline(t, topo)
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
-			if err := Seed(ctx, p.js, topo, "moved", []string{mover.URL + "/"}); err != nil {
+			if err := seed(ctx, p.js, topo, "moved", []string{mover.URL + "/"}); err != nil {
 				t.Fatal(err)
 			}
 			const maxDepth = 6
@@ -444,4 +445,14 @@ func TestCrawlerSeedMoves(t *testing.T) {
 			checkPlan(t, site, site.Plan(maxDepth), 2)
 		})
 	}
+}
+
+// seed seeds a crawl as the crawler's seed command does (crawls.Store).
+func seed(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, id string, urls []string) error {
+	store, err := crawls.Open(ctx, js, topo, crawls.Options{})
+	if err != nil {
+		return err
+	}
+	_, err = store.Seed(ctx, id, urls)
+	return err
 }

@@ -76,7 +76,7 @@
 //
 // For each frontier message: the URL is checked against the crawl's scope
 // (ScopeHost by default: the seeds' host names; the seeds are kept in the
-// bucket <PREFIX>_CRAWLS by Seed) and depth; it is fetched; one discovered
+// bucket <PREFIX>_CRAWLS by package crawls) and depth; it is fetched; one discovered
 // message carries the page's in-scope links (or a redirect's target) to the
 // dedup workers; only then is the frontier message acknowledged. A crawler
 // killed at any point loses nothing: JetStream delivers an unacknowledged

@@ -23,7 +23,7 @@ func TestCrawlerCountsOutcomes(t *testing.T) {
 	p := startPipeline(t, topo)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := Seed(ctx, p.js, topo, "m1", []string{site.URL}); err != nil {
+	if err := seed(ctx, p.js, topo, "m1", []string{site.URL}); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

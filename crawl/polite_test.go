@@ -136,7 +136,7 @@ func TestBacklogDoesNotHoldOtherHosts(t *testing.T) {
 	// The small host's index answers late, so its links reach the
 	// partition behind the big host's 200.
 	small.indexLatency = 300 * time.Millisecond
-	if err := Seed(ctx, p.js, topo, "backlog", []string{big.URL, small.URL}); err != nil {
+	if err := seed(ctx, p.js, topo, "backlog", []string{big.URL, small.URL}); err != nil {
 		t.Fatal(err)
 	}
 	opts := fastOptions(topo, 2)
@@ -196,7 +196,7 @@ func TestCrawlerPoliteness(t *testing.T) {
 	p := startPipeline(t, topo)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	if err := Seed(ctx, p.js, topo, "polite", []string{own.URL, other.URL}); err != nil {
+	if err := seed(ctx, p.js, topo, "polite", []string{own.URL, other.URL}); err != nil {
 		t.Fatal(err)
 	}
 	opts := fastOptions(topo, 3)

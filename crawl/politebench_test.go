@@ -96,7 +96,7 @@ func TestPoliteThroughput(t *testing.T) {
 			for i, s := range sites {
 				seeds[i] = s.URL
 			}
-			if err := Seed(ctx, p.js, topo, "polite", seeds); err != nil {
+			if err := seed(ctx, p.js, topo, "polite", seeds); err != nil {
 				t.Fatal(err)
 			}
 			c := newCrawler(t, p.js, Options{Topology: topo})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,12 +15,10 @@ import (
 // A crawl's seeds decide its scope (which hosts its links may lead to) and
 // which forbidden-range hosts it may fetch (a seed on localhost allows
 // localhost). They are kept in its record in the crawl registry
-// (frontier.Crawls, the bucket <PREFIX>_CRAWLS), so every crawler applies the
-// same scope whichever crawler or command seeded the crawl.
-
-// ErrBadSeed is wrapped by the error Seed returns for a seed that is not an
-// absolute http(s) URL.
-var ErrBadSeed = errors.New("crawl: bad seed")
+// (frontier.Crawls, the bucket <PREFIX>_CRAWLS), where package crawls puts
+// them, so every crawler applies the same scope whichever crawler or command
+// seeded the crawl. A crawler only reads them, and records where a seed
+// redirected to.
 
 func openCrawls(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (*frontier.Crawls, error) {
 	c, err := frontier.OpenCrawls(ctx, js, topo)
@@ -32,86 +28,10 @@ func openCrawls(ctx context.Context, js jetstream.JetStream, topo frontier.Topol
 	return c, nil
 }
 
-// CheckSeeds returns an error wrapping ErrBadSeed for the first seed that is
-// not an absolute http(s) URL with a host.
-func CheckSeeds(seeds []string) error {
-	if len(seeds) == 0 {
-		return fmt.Errorf("%w: no seed given", ErrBadSeed)
-	}
-	for _, s := range seeds {
-		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: %q is not an absolute http(s) URL", ErrBadSeed, s)
-		}
-	}
-	return nil
-}
-
-// Seed adds seeds to a crawl: it records them as the crawl's seeds (its
-// scope), then publishes them to the discovered stream as one seed message,
-// so they reach the frontier through dedup like every other URL (a seed
-// already crawled is not crawled again). The streams are created if missing.
-// A crawl Seed creates has no settings of its own (workers use their
-// configured filter settings for it); SeedWith gives it some.
-func Seed(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, crawl string, seeds []string) error {
-	_, err := seed(ctx, js, topo, crawl, seeds, nil)
-	return err
-}
-
-// SeedWith seeds a crawl as Seed does, first creating it with settings
-// given over def (frontier.Crawls.Create) if it has none yet; settings
-// given for a crawl that has other ones are an error naming both values,
-// and nothing is seeded. It returns the crawl's record.
-func SeedWith(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, crawl string, seeds []string, given, def frontier.CrawlSettings) (frontier.CrawlRecord, error) {
-	return seed(ctx, js, topo, crawl, seeds, &[2]frontier.CrawlSettings{given, def})
-}
-
-func seed(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, crawl string, seeds []string, settings *[2]frontier.CrawlSettings) (frontier.CrawlRecord, error) {
-	var rec frontier.CrawlRecord
-	if !frontier.ValidCrawl(crawl) {
-		return rec, fmt.Errorf("crawl: crawl id %q: want 1-64 of [A-Za-z0-9_-]", crawl)
-	}
-	if err := CheckSeeds(seeds); err != nil {
-		return rec, err
-	}
-	if err := topo.Ensure(ctx, js); err != nil {
-		return rec, err
-	}
-	crawls, err := openCrawls(ctx, js, topo)
-	if err != nil {
-		return rec, err
-	}
-	if settings != nil {
-		if _, err := crawls.Create(ctx, crawl, settings[0], settings[1]); err != nil {
-			return rec, err
-		}
-	}
-	if rec, err = addSeeds(ctx, crawls, crawl, seeds); err != nil {
-		return rec, err
-	}
-	return rec, topo.PublishDiscovered(ctx, js, frontier.Discovered{Crawl: crawl, Kind: frontier.KindSeed, Links: seeds})
-}
-
-// addSeeds merges seeds into the crawl's record with compare-and-set.
-func addSeeds(ctx context.Context, crawls *frontier.Crawls, crawl string, seeds []string) (frontier.CrawlRecord, error) {
-	return updateCrawl(ctx, crawls, crawl, func(rec *frontier.CrawlRecord) bool { return merge(&rec.Seeds, seeds) })
-}
-
 // addMoved records where a seed redirected to.
 func addMoved(ctx context.Context, crawls *frontier.Crawls, crawl string, targets []string) error {
-	_, err := updateCrawl(ctx, crawls, crawl, func(rec *frontier.CrawlRecord) bool { return merge(&rec.Moved, targets) })
+	_, err := updateCrawl(ctx, crawls, crawl, func(rec *frontier.CrawlRecord) bool { return rec.AddMoved(targets) })
 	return err
-}
-
-func merge(list *[]string, add []string) bool {
-	changed := false
-	for _, s := range add {
-		if !slices.Contains(*list, s) {
-			*list = append(*list, s)
-			changed = true
-		}
-	}
-	return changed
 }
 
 // updateCrawl applies change to the crawl's record with compare-and-set.

@@ -14,10 +14,11 @@ import (
 
 // A crawl is recorded in the key-value bucket <PREFIX>_CRAWLS under its id,
 // as a JSON CrawlRecord: its seeds (which decide its scope), the targets
-// they redirected to, and the settings it was created with. Whoever seeds a
-// crawl first creates the record (compare-and-set, so concurrent seeders
-// agree); workers size each crawl's filter from it, crawlers read its scope
-// from it, so no process needs those settings as flags.
+// they redirected to, and the settings it was created with. Package crawls
+// creates, seeds, lists and deletes crawls through Crawls (compare-and-set,
+// so concurrent seeders agree); workers size each crawl's filter from its
+// record, crawlers read its scope from it, so no process needs those
+// settings as flags.
 
 // ErrNoCrawl is wrapped by the error Crawls.Get returns for a crawl that
 // has no record.
@@ -58,6 +59,25 @@ type CrawlRecord struct {
 	Settings CrawlSettings `json:"settings,omitzero"`
 	// Created is when the crawl was first seeded with settings.
 	Created time.Time `json:"created,omitzero"`
+}
+
+// AddSeeds adds to the record's seeds those it lacks, reporting whether it
+// added any.
+func (r *CrawlRecord) AddSeeds(seeds []string) bool { return merge(&r.Seeds, seeds) }
+
+// AddMoved adds to the record's redirect targets those it lacks, reporting
+// whether it added any.
+func (r *CrawlRecord) AddMoved(targets []string) bool { return merge(&r.Moved, targets) }
+
+func merge(list *[]string, add []string) bool {
+	changed := false
+	for _, s := range add {
+		if !slices.Contains(*list, s) {
+			*list = append(*list, s)
+			changed = true
+		}
+	}
+	return changed
 }
 
 // Crawl is a crawl's id with its record.
@@ -197,26 +217,6 @@ func (c *Crawls) Update(ctx context.Context, id string, change func(*CrawlRecord
 			return rec, fmt.Errorf("frontier: record crawl %s: %w", id, err)
 		}
 	}
-}
-
-// Create records the crawl with settings given (the non-zero fields a user
-// gave) over def (the defaults), stamped now, unless it already has
-// settings: then a given setting that differs from the stored one is an
-// error naming both values. Concurrent creators agree on one record,
-// which Create returns.
-func (c *Crawls) Create(ctx context.Context, id string, given, def CrawlSettings) (CrawlRecord, error) {
-	rec, err := c.Update(ctx, id, func(rec *CrawlRecord) (bool, error) {
-		if !rec.Created.IsZero() {
-			return false, rec.Settings.Conflicts(given)
-		}
-		rec.Settings = given.Or(def)
-		rec.Created = time.Now().UTC().Truncate(time.Second)
-		return true, nil
-	})
-	if err != nil {
-		return rec, fmt.Errorf("crawl %s: %w", id, err)
-	}
-	return rec, nil
 }
 
 // List returns every recorded crawl, by id.

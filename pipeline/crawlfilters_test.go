@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
@@ -88,7 +89,7 @@ func TestCrawlFilters(t *testing.T) {
 				cfg.Filter.SnapshotInterval = 20 * time.Millisecond
 			}
 			topo := cfg.Frontier.Topology()
-			crawls := ensure(t, js, topo)
+			store := ensure(t, js, topo)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			def := frontier.CrawlSettings{ExpectURLs: 1000, FPP: 1e-6, Kind: "bloom"}
@@ -97,7 +98,7 @@ func TestCrawlFilters(t *testing.T) {
 				"cuc": {Kind: "cuckoo", ExpectURLs: 500},
 				"win": {RevisitAfter: 6 * time.Second, Granularity: 2},
 			} {
-				if _, err := crawls.Create(ctx, id, st, def); err != nil {
+				if _, err := store.Create(ctx, id, st, def); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -389,15 +390,12 @@ func TestWorkerDropsDeletedCrawlFilter(t *testing.T) {
 			})
 
 			// Delete the crawl as delete-crawl does: its filter, then its record.
-			if where == "memory" {
-				if err := os.Remove(snap); err != nil {
-					t.Fatal(err)
-				}
-			} else if _, err := dedup.DeleteRedis(ctx, rdb, cfg.Filter.Name+":d"); err != nil {
+			store, err := crawls.Open(ctx, js, topo, crawls.Options{Filters: crawls.DedupFilters{Section: cfg.Filter, Redis: rdb}})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := reg.Delete(ctx, "d"); err != nil {
-				t.Fatal(err)
+			if d, err := store.Delete(ctx, "d"); err != nil || d.Record == nil || (d.Filter.RedisKeys == 0 && !d.Filter.Removed) {
+				t.Fatalf("delete crawl d: %+v, %v; want its record and filter removed", d, err)
 			}
 			waitFor(t, 10*time.Second, "the deleted crawl's filter dropped", func() bool {
 				for _, f := range w.CrawlFilters(ctx) {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
@@ -112,8 +113,8 @@ func drained(js jetstream.JetStream, topo frontier.Topology) bool {
 }
 
 // ensure creates the streams and the crawl registry, and returns the
-// registry.
-func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) *frontier.Crawls {
+// crawls.
+func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) *crawls.Store {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -121,11 +122,11 @@ func ensure(tb testing.TB, js jetstream.JetStream, topo frontier.Topology) *fron
 		tb.Fatal(err)
 	}
 	// The crawl registry too: its stream's goroutines are the server's.
-	reg, err := frontier.OpenCrawls(ctx, js, topo)
+	store, err := crawls.Open(ctx, js, topo, crawls.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return reg
+	return store
 }
 
 // TestWorkerWithRedis runs a Worker on real NATS and Redis and reads what a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
@@ -110,7 +111,11 @@ func startPipeline(tb testing.TB, pages int) *testPipeline {
 	})
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	defer scancel()
-	if err := crawl.Seed(sctx, srv.JetStream(), topo, testCrawl, []string{site.URL}); err != nil {
+	store, err := crawls.Open(sctx, srv.JetStream(), topo, crawls.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := store.Seed(sctx, testCrawl, []string{site.URL}); err != nil {
 		tb.Fatal(err)
 	}
 	go func() {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"log/slog"
-	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -16,10 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
-	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
-	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/watch"
 )
@@ -70,8 +67,12 @@ func (s settings) crawlSettings() (given, def frontier.CrawlSettings) {
 
 // seed seeds the crawl, creating it with its settings if new.
 func (s settings) seed(ctx context.Context, js jetstream.JetStream) (frontier.CrawlRecord, error) {
+	store, err := crawls.Open(ctx, js, s.Frontier.Topology(), crawls.Options{})
+	if err != nil {
+		return frontier.CrawlRecord{}, err
+	}
 	given, def := s.crawlSettings()
-	return crawl.SeedWith(ctx, js, s.Frontier.Topology(), s.Crawl.ID, s.Seed, given, def)
+	return store.SeedWith(ctx, s.Crawl.ID, s.Seed, given, def)
 }
 
 // printCrawlSettings prints a crawl's settings on one line.
@@ -90,35 +91,54 @@ func revisitString(st frontier.CrawlSettings) string {
 // createCrawl records the crawl with its settings if it is new, as seed
 // does, so that a worker opening its filter sizes it as the crawl says.
 func (s settings) createCrawl(ctx context.Context, js jetstream.JetStream) error {
-	reg, err := frontier.OpenCrawls(ctx, js, s.Frontier.Topology())
+	store, err := crawls.Open(ctx, js, s.Frontier.Topology(), crawls.Options{})
 	if err != nil {
 		return err
 	}
 	given, def := s.crawlSettings()
-	_, err = reg.Create(ctx, s.Crawl.ID, given, def)
+	_, err = store.Create(ctx, s.Crawl.ID, given, def)
 	return err
 }
 
-// crawlRow is one crawl as `crawler crawls` lists it.
-type crawlRow struct {
-	frontier.Crawl
-	// Queued counts its URLs on the frontier, Pending its discovered
-	// messages not yet deduplicated.
-	Queued  uint64 `json:"queued"`
-	Pending uint64 `json:"pending"`
-	// Counts are the dedup workers' counts for the crawl (with Redis
-	// stats: redis.url set; embedded without, the last run's, from the
-	// report it left in the data dir).
-	Counts *stats.CrawlCounts `json:"counts,omitempty"`
-	// Filter is the crawl's filter in Redis or, embedded, its snapshot
-	// file, read without writing (none in a deployment's memory mode, or
-	// before its first URL).
-	Filter *dedup.Stats `json:"filter,omitempty"`
-	// Window is the crawl's revisit window, if it has one: its period and
-	// live generations.
-	Window *config.WindowStats `json:"window,omitempty"`
-	// FilterError says why a filter that exists could not be read.
-	FilterError string `json:"filter_error,omitempty"`
+// crawlStore is the crawls of the pipeline s names (embedded: of its data
+// dir) on js, with their filters and counts in rdb (nil without
+// redis.url), else an embedded run's in its data dir. Listing a
+// deployment without Redis reads no filter (its workers hold them).
+func (s settings) crawlStore(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, listing bool) (*crawls.Store, error) {
+	topo := s.Frontier.Topology().WithDefaults()
+	canon, err := s.Normalize.Normalizer()
+	if err != nil {
+		return nil, err
+	}
+	var o crawls.Options
+	if !listing || rdb != nil || s.Embedded {
+		o.Filters = crawls.DedupFilters{Section: s.filterSection(), Redis: rdb, Policy: canon.Version()}
+	}
+	switch {
+	case rdb != nil:
+		o.Counts = crawls.RedisCounts{Stats: stats.NewRedis(rdb, topo.Prefix)}
+	case s.Embedded:
+		o.Counts = s.lastReport()
+	}
+	return crawls.Open(ctx, js, topo, o)
+}
+
+// lastReport is the report the last embedded run left in the data dir.
+func (s settings) lastReport() crawls.Report {
+	return crawls.Report{Path: filepath.Join(s.DataDir, watch.ReportFile)}
+}
+
+// redisClient returns the client of redis.url, nil if none is set, and
+// its closer.
+func (s settings) redisClient() (redis.UniversalClient, func(), error) {
+	if !s.Redis.Enabled() {
+		return nil, func() {}, nil
+	}
+	rdb, err := s.Redis.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return rdb, func() { rdb.Close() }, nil
 }
 
 // crawlsCommand lists the crawls on the pipeline with their settings and
@@ -129,52 +149,20 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		return err
 	}
 	defer closeConn()
+	rdb, closeRedis, err := s.redisClient()
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	topo := s.Frontier.Topology().WithDefaults()
-	reg, err := frontier.OpenCrawls(ctx, js, topo)
+	store, err := s.crawlStore(ctx, js, rdb, true)
 	if err != nil {
 		return err
 	}
-	list, err := reg.List(ctx)
+	rows, err := store.List(ctx)
 	if err != nil {
 		return err
-	}
-	var (
-		counts map[string]stats.CrawlCounts
-		rdb    redis.UniversalClient
-	)
-	if s.Redis.Enabled() {
-		if rdb, err = s.Redis.Client(); err != nil {
-			return err
-		}
-		defer rdb.Close()
-		snap, err := stats.NewRedis(rdb, topo.Prefix).Snapshot(ctx, 0)
-		if err != nil {
-			return err
-		}
-		counts = snap.Totals.Crawls
-	} else if s.Embedded {
-		counts, _, _ = savedCrawlCounts(ctx, s.DataDir)
-	}
-	rows := make([]crawlRow, 0, len(list))
-	for _, c := range list {
-		r := crawlRow{Crawl: c}
-		if cc, ok := counts[c.ID]; ok {
-			r.Counts = &cc
-		}
-		if rdb != nil || s.Embedded {
-			if err := r.readFilter(ctx, s, rdb); err != nil {
-				r.FilterError = err.Error()
-			}
-		}
-		if r.Queued, err = countSubject(ctx, js, topo.FrontierStream(), topo.CrawlFrontierFilter(c.ID)); err != nil {
-			return err
-		}
-		if r.Pending, err = countSubject(ctx, js, topo.DiscoveredStream(), topo.DiscoveredSubject(c.ID)); err != nil {
-			return err
-		}
-		rows = append(rows, r)
 	}
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -217,35 +205,6 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 	return tw.Flush()
 }
 
-// readFilter reads the crawl's filter in Redis (rdb nil, embedded: its
-// snapshot file in the data dir), or its revisit window, without writing,
-// as it is stored (whatever filter.kind, capacity and fpp say:
-// config.SizedByCrawl). A crawl without a filter yet has none; an
-// error says why one that exists cannot be read.
-func (r *crawlRow) readFilter(ctx context.Context, s settings, rdb redis.UniversalClient) error {
-	canon, err := s.Normalize.Normalizer()
-	if err != nil {
-		return err
-	}
-	fc := pipeline.CrawlFilter(s.filterSection().SizedByCrawl(), r.ID, r.Settings)
-	fc.Log = slog.New(slog.DiscardHandler) // its notes are for commands that write
-	f, err := fc.OpenExisting(ctx, rdb, canon.Version())
-	if errors.Is(err, dedup.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stats(ctx)
-	if err != nil {
-		return err
-	}
-	r.Filter = &st
-	r.Window, err = config.ReadWindow(ctx, f)
-	return err
-}
-
 func orDash(ok bool, s string) string {
 	if !ok {
 		return "-"
@@ -272,32 +231,12 @@ func connectJS(s settings, name string, create bool) (jetstream.JetStream, func(
 	return js, nc.Close, nil
 }
 
-// countSubject counts a stream's messages on subjects matching filter.
-func countSubject(ctx context.Context, js jetstream.JetStream, stream, filter string) (uint64, error) {
-	st, err := js.Stream(ctx, stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n, nil
-}
-
 // deleteCrawlCommand removes crawls: their frontier and discovered
 // messages, their filters and their records, saying what it removed.
 func deleteCrawlCommand(ctx context.Context, s settings, ids []string, stdout io.Writer) error {
 	for _, id := range ids {
-		if !frontier.ValidCrawl(id) {
-			return fmt.Errorf("crawl id %q: want 1-64 of [A-Za-z0-9_-]", id)
+		if err := crawls.CheckID(id); err != nil {
+			return err
 		}
 	}
 	js, closeConn, err := connectJS(s, "sieve-crawler-delete", false)
@@ -305,106 +244,53 @@ func deleteCrawlCommand(ctx context.Context, s settings, ids []string, stdout io
 		return err
 	}
 	defer closeConn()
-	var rdb redis.UniversalClient
-	if s.Redis.Enabled() {
-		if rdb, err = s.Redis.Client(); err != nil {
-			return err
-		}
-		defer rdb.Close()
+	rdb, closeRedis, err := s.redisClient()
+	if err != nil {
+		return err
 	}
+	defer closeRedis()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	reg, err := frontier.OpenCrawls(ctx, js, s.Frontier.Topology())
+	store, err := s.crawlStore(ctx, js, rdb, false)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		if err := deleteCrawl(ctx, s, js, rdb, reg, id, stdout); err != nil {
+		d, err := store.Delete(ctx, id)
+		if err != nil {
 			return fmt.Errorf("delete crawl %s: %w", id, err)
 		}
+		printDeleted(stdout, d)
 	}
 	return nil
 }
 
-func deleteCrawl(ctx context.Context, s settings, js jetstream.JetStream, rdb redis.UniversalClient, reg *frontier.Crawls,
-	id string, stdout io.Writer) error {
-	topo := s.Frontier.Topology().WithDefaults()
-	rec, err := reg.Get(ctx, id)
-	known := err == nil
-	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
-		return err
-	}
-	fmt.Fprintf(stdout, "crawl %s:\n", id)
-	for _, q := range []struct{ what, stream, subject string }{
-		{"frontier", topo.FrontierStream(), topo.CrawlFrontierFilter(id)},
-		{"discovered", topo.DiscoveredStream(), topo.DiscoveredSubject(id)},
-	} {
-		n, err := purgeSubject(ctx, js, q.stream, q.subject)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "  %s: %d messages purged (%s)\n", q.what, n, q.subject)
-	}
-	f := pipeline.CrawlFilter(s.Filter, id, rec.Settings)
-	switch {
-	case rdb != nil:
-		n, err := dedup.DeleteRedis(ctx, rdb, f.Name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "  filter: %d Redis keys of %q deleted\n", n, f.Name)
-		n, err = stats.NewRedis(rdb, topo.Prefix).DeleteCrawl(ctx, id)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "  stats: %d per-crawl counts deleted (the totals keep them)\n", n)
-	case s.Embedded || s.Filter.Snapshot != "":
-		path := f.Snapshot
-		if path == "" {
-			path = pipeline.CrawlFilter(embeddedConfig(s).Filter, id, rec.Settings).Snapshot
-		}
-		switch err := os.Remove(path); {
-		case err == nil:
-			fmt.Fprintf(stdout, "  filter: %s removed\n", path)
-		case errors.Is(err, fs.ErrNotExist):
-			fmt.Fprintf(stdout, "  filter: no file %s\n", path)
-		default:
-			return err
-		}
+// printDeleted says what was removed of a crawl.
+func printDeleted(w io.Writer, d crawls.Deleted) {
+	fmt.Fprintf(w, "crawl %s:\n", d.ID)
+	q := d.Queues
+	fmt.Fprintf(w, "  frontier: %d messages purged (%s)\n", q.Frontier, q.FrontierSubject)
+	fmt.Fprintf(w, "  discovered: %d messages purged (%s)\n", q.Discovered, q.DiscoveredSubject)
+	switch f := d.Filter; {
+	case f.Name != "":
+		fmt.Fprintf(w, "  filter: %d Redis keys of %q deleted\n", f.RedisKeys, f.Name)
+	case f.File != "" && f.Removed:
+		fmt.Fprintf(w, "  filter: %s removed\n", f.File)
+	case f.File != "":
+		fmt.Fprintf(w, "  filter: no file %s\n", f.File)
 	default:
-		fmt.Fprintln(stdout, "  filter: in the memory of the dedup workers (no redis.url): it goes with them")
+		fmt.Fprintln(w, "  filter: in the memory of the dedup workers (no redis.url): it goes with them")
 	}
-	if s.Embedded && rdb == nil {
-		n, err := forgetSavedCounts(s.DataDir, id)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "  stats: %d of the last run's per-crawl counts removed from %s (its totals keep them)\n", n, watch.ReportFile)
+	switch c := d.Counts; {
+	case c == nil:
+	case c.Report != "":
+		fmt.Fprintf(w, "  stats: %d of the last run's per-crawl counts removed from %s (its totals keep them)\n", c.Entries, filepath.Base(c.Report))
+	default:
+		fmt.Fprintf(w, "  stats: %d per-crawl counts deleted (the totals keep them)\n", c.Entries)
 	}
-	if known {
-		if err := reg.Delete(ctx, id); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "  record: removed (%d seeds, created %s)\n", len(rec.Seeds), rec.Created.Format(time.RFC3339))
+	if rec := d.Record; rec != nil {
+		fmt.Fprintf(w, "  record: removed (%d seeds, created %s)\n", len(rec.Seeds), rec.Created.Format(time.RFC3339))
 	} else {
-		fmt.Fprintln(stdout, "  record: none")
+		fmt.Fprintln(w, "  record: none")
 	}
-	return nil
-}
-
-// purgeSubject removes a stream's messages on subject, returning how many
-// there were.
-func purgeSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
-	n, err := countSubject(ctx, js, stream, subject)
-	if err != nil || n == 0 {
-		return n, err
-	}
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
-		return 0, fmt.Errorf("purge %s from %s: %w", subject, stream, err)
-	}
-	return n, nil
 }

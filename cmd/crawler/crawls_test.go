@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
@@ -106,7 +107,7 @@ func TestCrawlLifecycle(t *testing.T) {
 	if out, err := cli("seed", "--crawl-id", "c", site.URL+"never-linked"); err != nil {
 		t.Fatalf("crawler seed c: %v\n%s", err, out)
 	}
-	var rows []crawlRow
+	var rows []crawls.Crawl
 	waitFor(t, 30*time.Second, "crawl c's seed on the frontier", func() bool {
 		out, err := cli("crawls", "--json")
 		rows = nil
@@ -227,7 +228,7 @@ func TestCrawlsFilterColumn(t *testing.T) {
 	ns := natstest.Start(t, natstest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reg, err := frontier.OpenCrawls(ctx, ns.JetStream(), frontier.Topology{})
+	reg, err := crawls.Open(ctx, ns.JetStream(), frontier.Topology{}, crawls.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestCrawlsFilterColumn(t *testing.T) {
 	}
 	worker := config.Default().Filter
 	worker.Log = slog.New(slog.DiscardHandler)
-	crawls := []struct {
+	cases := []struct {
 		id     string
 		st     frontier.CrawlSettings
 		policy string // the filter's normalization policy; "" for no filter
@@ -248,7 +249,7 @@ func TestCrawlsFilterColumn(t *testing.T) {
 		// Filled under another normalization policy: the workers refuse it.
 		{"stale", frontier.CrawlSettings{ExpectURLs: 2000, FPP: 0.001, Kind: "bloom", Scope: "host"}, "v0-test"},
 	}
-	for _, c := range crawls {
+	for _, c := range cases {
 		if _, err := reg.Create(ctx, c.id, c.st, frontier.CrawlSettings{}); err != nil {
 			t.Fatal(err)
 		}
@@ -271,11 +272,11 @@ func TestCrawlsFilterColumn(t *testing.T) {
 	if err := crawlsCommand(ctx, s, true, &out); err != nil {
 		t.Fatal(err)
 	}
-	var rows []crawlRow
-	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) != len(crawls) {
+	var rows []crawls.Crawl
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) != len(cases) {
 		t.Fatalf("crawls --json: %v\n%s", err, out.String())
 	}
-	byID := map[string]crawlRow{}
+	byID := map[string]crawls.Crawl{}
 	for _, r := range rows {
 		byID[r.ID] = r
 	}

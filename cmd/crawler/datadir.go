@@ -100,7 +100,7 @@ func dataDirCrawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout 
 		note := "filters and counts in Redis"
 		if !s.Redis.Enabled() {
 			note = "no run has left its counts"
-			if _, at, ok := savedCrawlCounts(ctx, s.DataDir); ok {
+			if _, at, ok := s.lastReport().Read(); ok {
 				note = "ADMITTED and DUPLICATES are the last run's, which ended " + at.Local().Format(time.DateTime)
 			}
 			note += "; FILTER is each one's snapshot seen.<crawl>.<kind>"
@@ -109,74 +109,6 @@ func dataDirCrawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout 
 	}
 	_, err = out.WriteTo(stdout)
 	return err
-}
-
-// savedCrawlCounts returns the per-crawl counts of the report the last
-// embedded run left in dir (watch.ReportFile; the embedded worker counts in
-// memory, from zero at each run), and when it ended; ok is false without
-// one.
-func savedCrawlCounts(ctx context.Context, dir string) (counts map[string]stats.CrawlCounts, at time.Time, ok bool) {
-	r, live, err := watch.ReadDir(ctx, dir)
-	if err != nil || live || r.Shared == nil {
-		return nil, at, false
-	}
-	return r.Shared.Totals.Crawls, r.At, true
-}
-
-// forgetSavedCounts removes crawl id's entries ("crawls" objects keyed by
-// crawl id: the dedup counts, the crawler's and the queues') from the
-// report the last run left in dir, as delete-crawl removes a crawl's
-// counts from Redis; the totals keep them. It returns how many entries it
-// removed.
-func forgetSavedCounts(dir, id string) (int, error) {
-	path := filepath.Join(dir, watch.ReportFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	} else if err != nil {
-		return 0, err
-	}
-	var doc any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber() // counts stay exact
-	if err := dec.Decode(&doc); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	n := dropCrawl(doc, id)
-	if n == 0 {
-		return 0, nil
-	}
-	if b, err = json.MarshalIndent(doc, "", "  "); err != nil {
-		return 0, err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return 0, err
-	}
-	return n, os.Rename(tmp, path)
-}
-
-// dropCrawl deletes key id from every object named "crawls" in v,
-// returning how many it deleted.
-func dropCrawl(v any, id string) int {
-	n := 0
-	switch v := v.(type) {
-	case map[string]any:
-		for k, c := range v {
-			if m, ok := c.(map[string]any); ok && k == "crawls" {
-				if _, ok := m[id]; ok {
-					delete(m, id)
-					n++
-				}
-			}
-			n += dropCrawl(c, id)
-		}
-	case []any:
-		for _, c := range v {
-			n += dropCrawl(c, id)
-		}
-	}
-	return n
 }
 
 // dirInUse is what `crawler crawls --data-dir` shows of a directory a run

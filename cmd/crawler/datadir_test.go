@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/testsite"
@@ -38,10 +39,10 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 		return runCrawler(t, ctx, bin, append(args, extra...)...)
 	}
 	snapshot := func(id string) string { return pipeline.CrawlSnapshot(filepath.Join(dir, "seen.bloom"), id) }
-	list := func() []crawlRow {
+	list := func() []crawls.Crawl {
 		t.Helper()
 		code, stdout, stderr := runCLI(t, ctx, "crawls", "--data-dir", dir, "--json")
-		var rows []crawlRow
+		var rows []crawls.Crawl
 		if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil {
 			t.Fatalf("crawls --json: exit %d\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
@@ -104,7 +105,7 @@ func TestEmbeddedCrawlLifecycle(t *testing.T) {
 			t.Errorf("crawl %s's snapshot: %v, want it removed", id, err)
 		}
 	}
-	if counts, _, _ := savedCrawlCounts(ctx, dir); counts["a"] != (stats.CrawlCounts{}) {
+	if counts, _, _ := (crawls.Report{Path: filepath.Join(dir, watch.ReportFile)}).Read(); counts["a"] != (stats.CrawlCounts{}) {
 		t.Errorf("crawl a's counts left in the report: %+v", counts["a"])
 	}
 	rows = list()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/frontier"
 )
 
@@ -145,7 +146,7 @@ func (s settings) validate() error {
 		errs = append(errs, err)
 	}
 	if len(s.Seed) > 0 {
-		if err := crawl.CheckSeeds(s.Seed); err != nil {
+		if err := crawls.CheckSeeds(s.Seed); err != nil {
 			bad("seed", err.Error())
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
@@ -28,7 +29,7 @@ func registerCrawl(tb testing.TB, ns *natstest.Server, id string, st frontier.Cr
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	reg, err := frontier.OpenCrawls(ctx, ns.JetStream(), frontier.Topology{})
+	reg, err := crawls.Open(ctx, ns.JetStream(), frontier.Topology{}, crawls.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
