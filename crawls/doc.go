@@ -20,11 +20,19 @@
 // Filters and Counts. Open builds one on JetStream; package crawlstest has
 // in-memory fakes of the Registry and the Queues, so the lifecycle's rules
 // are unit tests. The crawler CLI (seed, crawls, delete-crawl, with or
-// without --data-dir), the embedded mode and the API server use it;
-// dedup workers and crawlers only read records (frontier.Crawls), and the
-// workers drop a deleted crawl's open filter when its record goes
-// (frontier.Crawls.WatchDeletes), so an id is free for a new crawl as soon
-// as Delete returns.
+// without --data-dir), the embedded mode and the API server use it, and
+// the watch page lists the crawls with IDs, which creates nothing. Dedup
+// workers and crawlers only read records (frontier.Crawls); the workers
+// drop a deleted crawl's open filter when they see its record go
+// (frontier.Crawls.WatchDeletes), so a new crawl may take the id at once.
+//
+// One limit remains: JetStream keeps the message IDs of its duplicate
+// windows across a purge. A new crawl under a deleted crawl's id that is
+// seeded with the same seeds within the discovered stream's window (2
+// minutes), or admits a URL the deleted crawl admitted within the
+// frontier's (frontier.duplicate_window), has that message dropped as a
+// duplicate: frontier.EntryID covers the crawl id, not the crawl's
+// creation. A restart of the NATS server forgets those IDs.
 //
 // # Rules
 //

@@ -94,3 +94,21 @@ func (q *JetStreamQueues) purge(ctx context.Context, stream, subject string) (ui
 	}
 	return n, nil
 }
+
+// IDs returns the ids of the crawls recorded in topo's bucket on js,
+// sorted, creating nothing (none before the first crawl is created): the
+// cheap listing a status page polls with.
+func IDs(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) ([]string, error) {
+	reg, err := frontier.LookupCrawls(ctx, js, topo)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawls: %w", err)
+	}
+	ids, err := reg.IDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("crawls: %w", err)
+	}
+	return ids, nil
+}

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
@@ -230,5 +232,33 @@ func TestCreateConcurrent(t *testing.T) {
 		if errs[i] != nil || recs[i].Settings != want || !recs[i].Created.Equal(recs[0].Created) || recs[i].Created.IsZero() {
 			t.Errorf("creator %d: %+v, %v; want settings %+v created %v", i, recs[i], errs[i], want, recs[0].Created)
 		}
+	}
+}
+
+// TestIDs lists the recorded crawls without creating the bucket: a page
+// that polls before the first crawl finds none and leaves no bucket behind.
+func TestIDs(t *testing.T) {
+	ns := natstest.Start(t, natstest.Options{})
+	js := ns.JetStream()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	topo := frontier.Topology{}
+	if ids, err := crawls.IDs(ctx, js, topo); err != nil || len(ids) != 0 {
+		t.Fatalf("IDs before any crawl = %q, %v; want none", ids, err)
+	}
+	if _, err := js.KeyValue(ctx, topo.WithDefaults().CrawlsBucket()); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("the crawls bucket after IDs: %v, want none created", err)
+	}
+	store, err := crawls.Open(ctx, js, topo, crawls.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b", "a"} {
+		if _, err := store.Create(ctx, id, frontier.CrawlSettings{}, frontier.CrawlSettings{Kind: "bloom"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := crawls.IDs(ctx, js, topo); err != nil || !slices.Equal(ids, []string{"a", "b"}) {
+		t.Errorf("IDs = %q, %v; want a, b", ids, err)
 	}
 }

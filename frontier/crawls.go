@@ -219,8 +219,19 @@ func (c *Crawls) Update(ctx context.Context, id string, change func(*CrawlRecord
 	}
 }
 
-// List returns every recorded crawl, by id.
-func (c *Crawls) List(ctx context.Context) ([]Crawl, error) {
+// LookupCrawls opens the crawl registry if its bucket exists, creating
+// nothing: for readers that poll, such as a status page. A missing bucket
+// is an error wrapping jetstream.ErrBucketNotFound.
+func LookupCrawls(ctx context.Context, js jetstream.JetStream, topo Topology) (*Crawls, error) {
+	kv, err := js.KeyValue(ctx, topo.WithDefaults().CrawlsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("frontier: crawls bucket: %w", err)
+	}
+	return &Crawls{kv: kv}, nil
+}
+
+// IDs returns the ids of every recorded crawl, sorted.
+func (c *Crawls) IDs(ctx context.Context) ([]string, error) {
 	lister, err := c.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("frontier: list crawls: %w", err)
@@ -230,6 +241,15 @@ func (c *Crawls) List(ctx context.Context) ([]Crawl, error) {
 		ids = append(ids, k)
 	}
 	slices.Sort(ids)
+	return ids, nil
+}
+
+// List returns every recorded crawl, by id.
+func (c *Crawls) List(ctx context.Context) ([]Crawl, error) {
+	ids, err := c.IDs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Crawl, 0, len(ids))
 	for _, id := range ids {
 		rec, err := c.Get(ctx, id)

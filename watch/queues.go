@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/frontier"
 )
 
@@ -135,8 +136,8 @@ func (q *JetStreamQueues) Depths(ctx context.Context) (Depths, error) {
 	return d, nil
 }
 
-// listCrawls adds the seeded crawls (the crawls bucket's keys) to the known
-// ones, every listEvery; a bucket that does not exist yet has none.
+// listCrawls adds the recorded crawls (crawls.IDs) to the known ones,
+// every listEvery.
 func (q *JetStreamQueues) listCrawls(ctx context.Context) {
 	q.mu.Lock()
 	due := time.Since(q.listedAt) >= listEvery
@@ -147,17 +148,9 @@ func (q *JetStreamQueues) listCrawls(ctx context.Context) {
 	if !due {
 		return
 	}
-	kv, err := q.js.KeyValue(ctx, q.topo.CrawlsBucket())
+	ids, err := crawls.IDs(ctx, q.js, q.topo)
 	if err != nil {
 		return
-	}
-	lister, err := kv.ListKeys(ctx)
-	if err != nil {
-		return
-	}
-	var ids []string
-	for k := range lister.Keys() {
-		ids = append(ids, k)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
