@@ -71,10 +71,10 @@ type Filter struct {
 
 	// Given lists the keys of this section's settings given explicitly
 	// (in the file, the environment or a flag), filled by Loader.Load.
-	// Open adopts an existing filter's stored value of every parameter
+	// pipeline.OpenFilter adopts an existing filter's stored value of every parameter
 	// (kind, capacity, fpp, growth, tightening, shards) not given.
 	Given []string `yaml:"-"`
-	// Log receives Open's notes: settings given that only apply when a
+	// Log receives pipeline.OpenFilter's notes: settings given that only apply when a
 	// filter is created, and filter.force in use. nil: slog.Default().
 	Log *slog.Logger `yaml:"-"`
 }

@@ -34,13 +34,13 @@ type DedupFilters struct {
 }
 
 // Describe reads the crawl's filter as it is stored, writing nothing,
-// whatever the section's kind, capacity and fpp say (config.SizedByCrawl),
+// whatever the section's kind, capacity and fpp say (config.Filter.SizedByCrawl),
 // and its revisit window if it is one. A crawl without a filter yet has
 // none (nil, no error); the error says why one that exists cannot be read.
-func (f DedupFilters) Describe(ctx context.Context, id string, st frontier.CrawlSettings) (*dedup.Stats, *config.WindowStats, error) {
+func (f DedupFilters) Describe(ctx context.Context, id string, st frontier.CrawlSettings) (*dedup.Stats, *dedup.WindowStats, error) {
 	fc := pipeline.CrawlFilter(f.Section.SizedByCrawl(), id, st)
 	fc.Log = slog.New(slog.DiscardHandler) // its notes are for commands that write
-	sf, err := fc.OpenExisting(ctx, f.Redis, f.Policy)
+	sf, err := pipeline.OpenExistingFilter(ctx, fc, f.Redis, f.Policy)
 	if errors.Is(err, dedup.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -52,7 +52,7 @@ func (f DedupFilters) Describe(ctx context.Context, id string, st frontier.Crawl
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := config.ReadWindow(ctx, sf)
+	w, err := dedup.ReadWindow(ctx, sf)
 	return &stats, w, err
 }
 

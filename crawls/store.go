@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/stats"
@@ -61,7 +60,7 @@ type Filters interface {
 	// Describe reads the crawl's filter without writing anything: nil
 	// stats (and no error) if it has none yet, and its revisit window if
 	// it has one.
-	Describe(ctx context.Context, id string, st frontier.CrawlSettings) (*dedup.Stats, *config.WindowStats, error)
+	Describe(ctx context.Context, id string, st frontier.CrawlSettings) (*dedup.Stats, *dedup.WindowStats, error)
 	// Delete removes the crawl's filter.
 	Delete(ctx context.Context, id string, st frontier.CrawlSettings) (FilterDeleted, error)
 }
@@ -216,7 +215,7 @@ type Crawl struct {
 	Filter *dedup.Stats `json:"filter,omitempty"`
 	// Window is the crawl's revisit window, if it has one: its period and
 	// live generations.
-	Window *config.WindowStats `json:"window,omitempty"`
+	Window *dedup.WindowStats `json:"window,omitempty"`
 	// FilterError says why a filter that exists could not be read.
 	FilterError string `json:"filter_error,omitempty"`
 }

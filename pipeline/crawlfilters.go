@@ -89,9 +89,9 @@ func windowOptions(st frontier.CrawlSettings) dedup.WindowOptions {
 // OpenCrawlFilter opens a crawl's filter from its section (CrawlFilter) and
 // settings: in Redis when rdb is not nil, else in memory (loaded from its
 // snapshot file when one exists).
-func OpenCrawlFilter(ctx context.Context, f config.Filter, st frontier.CrawlSettings, rdb redis.UniversalClient, policy string) (config.SeenFilter, error) {
+func OpenCrawlFilter(ctx context.Context, f config.Filter, st frontier.CrawlSettings, rdb redis.UniversalClient, policy string) (dedup.Filter, error) {
 	if st.RevisitAfter == 0 {
-		return f.Open(ctx, rdb, policy)
+		return OpenFilter(ctx, f, rdb, policy)
 	}
 	w := windowOptions(st)
 	spec := f.Spec(rdb, policy)
@@ -108,14 +108,14 @@ func OpenCrawlFilter(ctx context.Context, f config.Filter, st frontier.CrawlSett
 
 // expiring is a revisit window: its keys expire, so a worker must not
 // cache them (admit.Expiring).
-type expiring struct{ config.SeenFilter }
+type expiring struct{ dedup.Filter }
 
 // Expires reports true.
 func (expiring) Expires() bool { return true }
 
-// Save writes the window to path (config.Filter.Save).
+// Save writes the window to path (SaveFilter).
 func (e expiring) Save(ctx context.Context, path string) error {
-	return e.SeenFilter.(interface {
+	return e.Filter.(interface {
 		Save(context.Context, string) error
 	}).Save(ctx, path)
 }
@@ -162,7 +162,7 @@ type crawlFilter struct {
 	ready   chan struct{} // closed once opened (err set on failure)
 	closing chan struct{} // non-nil while being saved and closed
 	err     error
-	f       config.SeenFilter
+	f       dedup.Filter
 	cfg     config.Filter
 	st      frontier.CrawlSettings
 	snap    *snapshotter

@@ -218,14 +218,14 @@ func TestCrawlFiltersSharedFilter(t *testing.T) {
 			if rdb != nil {
 				open = rdb
 			}
-			shared, err := cfg.Filter.Open(ctx, open, canon.Version())
+			shared, err := pipeline.OpenFilter(ctx, cfg.Filter, open, canon.Version())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := shared.TestAndAdd(ctx, [][]byte{[]byte("https://site.example/x")}); err != nil {
 				t.Fatal(err)
 			}
-			if err := errors.Join(cfg.Filter.Save(ctx, shared), shared.Close()); err != nil {
+			if err := errors.Join(pipeline.SaveFilter(ctx, cfg.Filter, shared), shared.Close()); err != nil {
 				t.Fatal(err)
 			}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/dedup"
 )
 
 // SnapshotStatus is the state of an in-memory filter's snapshot file.
@@ -39,7 +40,7 @@ const saveShare = 9
 // at the end. A failed save is logged at once and kept for Readiness.
 type snapshotter struct {
 	cfg config.Filter
-	f   config.SeenFilter
+	f   dedup.Filter
 	log *slog.Logger
 
 	saveMu sync.Mutex // one save at a time
@@ -51,7 +52,7 @@ type snapshotter struct {
 	lastLog time.Time // of a failure
 }
 
-func newSnapshotter(cfg config.Filter, f config.SeenFilter, log *slog.Logger) *snapshotter {
+func newSnapshotter(cfg config.Filter, f dedup.Filter, log *slog.Logger) *snapshotter {
 	s := &snapshotter{cfg: cfg, f: f, log: log, st: SnapshotStatus{Path: cfg.Snapshot}}
 	// A filter loaded from the file is what the file holds.
 	if fi, err := os.Stat(cfg.Snapshot); err == nil {
@@ -97,7 +98,7 @@ func (s *snapshotter) save(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	err = s.cfg.Save(ctx, s.f)
+	err = SaveFilter(ctx, s.cfg, s.f)
 	return s.done(st.Items, time.Since(start), err)
 }
 

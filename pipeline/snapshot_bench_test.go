@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/pipeline"
 )
 
 // BenchmarkSnapshotSave measures saving an in-memory Bloom filter, half
@@ -24,7 +25,7 @@ func BenchmarkSnapshotSave(b *testing.B) {
 			fc := config.Default().Filter
 			fc.Capacity = capacity
 			fc.Snapshot = filepath.Join(dir, "seen.bloom")
-			f, err := fc.Open(ctx, nil, "p")
+			f, err := pipeline.OpenFilter(ctx, fc, nil, "p")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -39,7 +40,7 @@ func BenchmarkSnapshotSave(b *testing.B) {
 					keys = keys[:0]
 				}
 			}
-			if err := fc.Save(ctx, f); err != nil {
+			if err := pipeline.SaveFilter(ctx, fc, f); err != nil {
 				b.Fatal(err)
 			}
 			fi, err := os.Stat(fc.Snapshot)
@@ -52,7 +53,7 @@ func BenchmarkSnapshotSave(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for b.Loop() {
-				if err := fc.Save(ctx, f); err != nil {
+				if err := pipeline.SaveFilter(ctx, fc, f); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/pipeline"
 )
 
 // runCLI runs the crawler's entry point in this process.
@@ -90,11 +91,11 @@ func TestEmbeddedFilterErrors(t *testing.T) {
 			f := config.Default().Filter
 			f.Capacity = 1000
 			f.Snapshot = crawlSnapshot(dir, "bloom")
-			sf, err := f.Open(t.Context(), nil, policy(t))
+			sf, err := pipeline.OpenFilter(t.Context(), f, nil, policy(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Save(t.Context(), sf); err != nil {
+			if err := pipeline.SaveFilter(t.Context(), f, sf); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"--filter-capacity", "2000"}, "initial_capacity"},
@@ -126,11 +127,11 @@ func TestEmbeddedAdoptsStoredFilter(t *testing.T) {
 	}
 	old := config.Default().Filter // capacity 10,000,000
 	old.Snapshot = crawlSnapshot(dir, "bloom")
-	sf, err := old.Open(t.Context(), nil, n.Version())
+	sf, err := pipeline.OpenFilter(t.Context(), old, nil, n.Version())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Save(t.Context(), sf); err != nil {
+	if err := pipeline.SaveFilter(t.Context(), old, sf); err != nil {
 		t.Fatal(err)
 	}
 	sf.Close()

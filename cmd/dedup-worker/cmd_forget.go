@@ -13,6 +13,7 @@ import (
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/normalize"
+	"github.com/sievecrawl/sieve/pipeline"
 )
 
 // forgetter is a filter that can remove keys: the cuckoo kinds.
@@ -81,7 +82,7 @@ func cmdForget(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 	lines, err := answerURLs(n, flagValue(fs, "base"), urls, "absent", "forgotten", func(keys [][]byte) ([]bool, error) {
 		held, err := f.Forget(ctx, keys)
 		if err == nil {
-			err = cfg.Filter.Save(ctx, t.filter)
+			err = pipeline.SaveFilter(ctx, cfg.Filter, t.filter)
 		}
 		return held, err
 	})

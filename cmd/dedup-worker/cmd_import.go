@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/watch"
 )
@@ -62,7 +63,7 @@ func (t *tools) open(ctx context.Context, cfg *config.Config, policy string, cre
 	case t.crawl != "" && t.writes:
 		err = t.openCrawl(ctx, cfg, policy, create)
 	case create:
-		t.filter, err = cfg.Filter.Open(ctx, t.rdb, policy)
+		t.filter, err = pipeline.OpenFilter(ctx, cfg.Filter, t.rdb, policy)
 	default: // the section already names a crawl's filter (forCrawl)
 		t.filter, err = openExisting(ctx, cfg, t.rdb, policy, t.crawl)
 	}
@@ -194,7 +195,7 @@ func cmdImport(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 		fmt.Fprintf(e.stderr, "dedup-worker import: stats not updated: %v\n", err)
 	}
 	if t.rdb == nil {
-		if err := cfg.Filter.Save(ctx, t.filter); err != nil {
+		if err := pipeline.SaveFilter(ctx, cfg.Filter, t.filter); err != nil {
 			return fail(fmt.Errorf("save snapshot: %w", err))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 )
 
@@ -41,7 +42,7 @@ func openExisting(ctx context.Context, cfg *config.Config, rdb redis.UniversalCl
 	if rdb == nil && cfg.Filter.Snapshot == "" {
 		return nil, errNoSharedFilter
 	}
-	f, err := cfg.Filter.OpenExisting(ctx, rdb, policy)
+	f, err := pipeline.OpenExistingFilter(ctx, cfg.Filter, rdb, policy)
 	switch {
 	case errors.Is(err, dedup.ErrNotFound) && crawl != "":
 		return nil, noCrawlFilter(cfg, crawl, rdb != nil)

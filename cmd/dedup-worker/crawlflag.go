@@ -110,7 +110,7 @@ func (t *tools) openCrawl(ctx context.Context, cfg *config.Config, policy string
 		return err
 	}
 	forCrawl(cfg, t.crawl)
-	exists, xerr := cfg.Filter.Exists(ctx, t.rdb)
+	exists, xerr := pipeline.FilterExists(ctx, cfg.Filter, t.rdb)
 	switch {
 	case xerr != nil:
 		return fmt.Errorf("look for crawl %q's filter: %w", t.crawl, xerr)
@@ -124,7 +124,7 @@ func (t *tools) openCrawl(ctx context.Context, cfg *config.Config, policy string
 		cfg.Filter.Log.Warn("the crawl registry cannot be read; the crawl's existing filter is opened as stored", "crawl", t.crawl, "error", err)
 	}
 	if create {
-		t.filter, err = cfg.Filter.Open(ctx, t.rdb, policy)
+		t.filter, err = pipeline.OpenFilter(ctx, cfg.Filter, t.rdb, policy)
 	} else {
 		t.filter, err = openExisting(ctx, cfg, t.rdb, policy, t.crawl)
 	}

@@ -76,7 +76,7 @@ func workerAdds(tb testing.TB, f config.Filter, rdbURL, crawl string, st frontie
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := fc.Save(ctx, sf); err != nil {
+	if err := pipeline.SaveFilter(ctx, fc, sf); err != nil {
 		tb.Fatal(err)
 	}
 	return added

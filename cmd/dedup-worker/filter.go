@@ -1,6 +1,6 @@
 package main
 
-import "github.com/sievecrawl/sieve/config"
+import "github.com/sievecrawl/sieve/dedup"
 
 // seenFilter is what the binary needs of a dedup filter.
-type seenFilter = config.SeenFilter
+type seenFilter = dedup.Filter

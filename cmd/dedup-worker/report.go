@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/stats"
@@ -30,7 +29,7 @@ type report struct {
 	Filter *dedup.Stats `json:"filter,omitempty"`
 	// Window is the filter's revisit window, if it has one (only with
 	// --crawl: a crawl created with --revisit-after).
-	Window *config.WindowStats `json:"window,omitempty"`
+	Window *dedup.WindowStats `json:"window,omitempty"`
 	// Streams is the queues' state.
 	Streams *streams `json:"streams,omitempty"`
 	// Crawl is the crawl whose filter the report shows (stats --crawl):
@@ -53,7 +52,7 @@ func (r *report) fail(part string, err error) {
 
 // addWindow adds f's revisit window to the report, if it is one.
 func (r *report) addWindow(ctx context.Context, f seenFilter) {
-	w, err := config.ReadWindow(ctx, f)
+	w, err := dedup.ReadWindow(ctx, f)
 	if err != nil {
 		r.fail("window", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/watch"
 )
 
@@ -64,14 +65,14 @@ func TestStatsFromSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := cfg.Filter.Open(t.Context(), nil, canon.Version())
+	f, err := pipeline.OpenFilter(t.Context(), cfg.Filter, nil, canon.Version())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.TestAndAdd(t.Context(), [][]byte{[]byte("https://a.example/"), []byte("https://b.example/")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Filter.Save(t.Context(), f); err != nil {
+	if err := pipeline.SaveFilter(t.Context(), cfg.Filter, f); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
