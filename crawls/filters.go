@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -76,4 +79,45 @@ func (f DedupFilters) Delete(ctx context.Context, id string, st frontier.CrawlSe
 		}
 	}
 	return FilterDeleted{}, nil
+}
+
+// SnapshotFile is a crawl's filter snapshot file.
+type SnapshotFile struct {
+	Crawl string
+	Path  string
+	Bytes int64
+}
+
+// Snapshots lists the crawls' snapshot files beside Section.Snapshot, by
+// crawl id, as pipeline.CrawlFilter names them ("<stem>.<crawl><ext>", the
+// ext a crawl's kind when the section's file is named after one: an
+// embedded data dir's seen.<crawl>.<kind>); none without a snapshot file.
+// It reads only the directory, so it works while a run holds the crawls'
+// records.
+func (f DedupFilters) Snapshots() ([]SnapshotFile, error) {
+	path := f.Section.Snapshot
+	if path == "" {
+		return nil, nil
+	}
+	ext := filepath.Ext(path)
+	stem := strings.TrimSuffix(path, ext)
+	exts := []string{ext}
+	if ext == ".bloom" || ext == ".cuckoo" {
+		exts = []string{".bloom", ".cuckoo"}
+	}
+	var out []SnapshotFile
+	for _, ext := range exts {
+		files, err := filepath.Glob(stem + ".*" + ext)
+		if err != nil {
+			return nil, err
+		}
+		for _, file := range files {
+			id := strings.TrimSuffix(strings.TrimPrefix(file, stem+"."), ext)
+			if st, err := os.Stat(file); err == nil && frontier.ValidCrawl(id) && st.Mode().IsRegular() {
+				out = append(out, SnapshotFile{Crawl: id, Path: file, Bytes: st.Size()})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b SnapshotFile) int { return strings.Compare(a.Crawl+a.Path, b.Crawl+b.Path) })
+	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
-	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/watch"
 )
@@ -170,15 +169,10 @@ func runningCrawls(ctx context.Context, s settings, pid int, jsonOut bool, stdou
 			}
 		}
 	}
-	for _, kind := range []string{"bloom", "cuckoo"} {
-		files, _ := filepath.Glob(filepath.Join(s.DataDir, "seen.*."+kind))
-		for _, path := range files {
-			id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "seen."), "."+kind)
-			if st, err := os.Stat(path); err == nil && frontier.ValidCrawl(id) {
-				c := get(id)
-				c.Snapshot, c.SnapshotBytes = path, st.Size()
-			}
-		}
+	snaps, _ := crawls.DedupFilters{Section: s.filterSection()}.Snapshots()
+	for _, f := range snaps {
+		c := get(f.Crawl)
+		c.Snapshot, c.SnapshotBytes = f.Path, f.Bytes
 	}
 	for _, id := range sortedKeys(byID) {
 		d.Crawls = append(d.Crawls, *byID[id])
