@@ -60,6 +60,19 @@ type URL struct {
 	Kind string
 	Key  string
 	Meta map[string][]string
+	// Incarnation tells the crawl apart from an earlier crawl under the
+	// same id (the filter's Incarnation; "" for none). The Core sets it
+	// before publishing, and the Publisher derives the URL's ID from it.
+	Incarnation string
+}
+
+// Incarnated is implemented by the filter of a crawl that may be deleted
+// and created again under its id: the Core publishes the crawl's URLs
+// with its Incarnation, so that the frontier's duplicate window, which a
+// delete does not clear, does not take a new crawl's URLs for the deleted
+// one's (and the Core mark them seen without their being queued).
+type Incarnated interface {
+	Incarnation() string
 }
 
 // Ack is the frontier's answer to the publish of one URL.
@@ -457,6 +470,10 @@ func (b *batch) publish(ctx context.Context, f Filter, todo []int) ([]int, error
 	bo := b.backoff()
 	var done []int
 	urls := make([]URL, 0, len(todo))
+	var incarnation string
+	if i, ok := f.(Incarnated); ok {
+		incarnation = i.Incarnation()
+	}
 	for len(todo) > 0 {
 		// A verdict "unseen" is only trusted for half the duplicate window:
 		// after that, a racing worker may have published and marked the URL
@@ -472,7 +489,9 @@ func (b *batch) publish(ctx context.Context, f Filter, todo []int) ([]int, error
 		b.msgs.Touch()
 		urls = urls[:0]
 		for _, i := range todo {
-			urls = append(urls, b.urls[i])
+			u := b.urls[i]
+			u.Incarnation = incarnation
+			urls = append(urls, u)
 		}
 		acks, err := b.o.Publisher.Publish(ctx, urls)
 		if err != nil {

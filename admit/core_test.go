@@ -638,3 +638,39 @@ func TestAdmitOwnerGivesUp(t *testing.T) {
 	}
 	checkOrder(t, fx.log)
 }
+
+// TestAdmitNewIncarnation: a crawl deleted and created again under its id
+// (a new, empty filter of another incarnation) admits a URL the deleted
+// crawl admitted, though the frontier's duplicate window still holds that
+// URL's old ID; without incarnations the window takes it for a republish,
+// and the URL is marked without being queued for the new crawl.
+func TestAdmitNewIncarnation(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		before, after string // the crawl's incarnations
+		want          admit.Verdict
+		stored        int
+	}{
+		{"another incarnation", "one", "two", admitted, 2},
+		{"no incarnation", "", "", republished, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newFixture(t, nil, true, admit.Options{})
+			fx.filters.Filter("c").SetIncarnation(tt.before)
+			us := urls("c x")
+			if _, err := fx.core.Admit(context.Background(), us, admittest.NewMessages(nil)); err != nil {
+				t.Fatal(err)
+			}
+			fx.filters.Drop("c")
+			fx.core.Forget("c")
+			fx.filters.Filter("c").SetIncarnation(tt.after)
+			v, err := fx.core.Admit(context.Background(), us, admittest.NewMessages(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v[0] != tt.want || len(fx.pub.Stored()) != tt.stored {
+				t.Errorf("the crawl created again: verdict %v, %d stored; want %v, %d", v[0], len(fx.pub.Stored()), tt.want, tt.stored)
+			}
+		})
+	}
+}

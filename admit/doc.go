@@ -49,8 +49,9 @@
 //     those another of its batches is admitting (Racing batches: this batch
 //     waits for that one's verdict).
 //  2. P: publish every key the filter does not hold to the frontier
-//     (Publisher), with an ID derived from crawl and key (JetStream:
-//     Nats-Msg-Id = frontier.EntryID(crawl, key)), and wait for the
+//     (Publisher), with an ID derived from crawl, key and the crawl's
+//     incarnation (Incarnated; JetStream: Nats-Msg-Id =
+//     frontier.EntryIDIn(crawl, incarnation, key)), and wait for the
 //     frontier to acknowledge each (retrying failures with the same ID,
 //     forever, with backoff).
 //  3. M: TestAndAdd(published keys) on the filter.

@@ -24,20 +24,17 @@
 // the watch page lists the crawls with IDs, which creates nothing. Dedup
 // workers and crawlers only read records (frontier.Crawls); the workers
 // drop a deleted crawl's open filter when they see its record go
-// (frontier.Crawls.WatchDeletes), so a new crawl may take the id at once,
-// within the limit below.
+// (frontier.Crawls.WatchDeletes), so a new crawl may take the id at once.
 //
-// One limit remains, and it loses URLs: JetStream keeps the message IDs of
-// its duplicate windows across a purge. A new crawl under a deleted crawl's
-// id that is seeded with the same seeds within the discovered stream's
-// window (2 minutes) has its seed message dropped, so nothing is crawled;
-// and a URL the deleted crawl admitted within the frontier's window
-// (frontier.duplicate_window) is taken for a republished one
-// (frontier.EntryID covers the crawl id, not the crawl's creation): the
-// worker marks it in the new crawl's filter without its being on the
-// frontier, so the new crawl never fetches it. A restart of the NATS server
-// forgets those IDs; until the IDs cover the crawl's creation, wait out the
-// window or use another id.
+// A purge does not clear the IDs JetStream remembers for its duplicate
+// windows, so each crawl Create makes draws an incarnation
+// (frontier.CrawlRecord.Incarnation) that its seed messages
+// (Topology.PublishDiscoveredIn) and frontier entries (frontier.EntryIDIn)
+// are published under: a new crawl under a deleted crawl's id, seeded with
+// the same seeds at once, crawls them again, where the old IDs made the
+// discovered stream drop its seed message and the frontier its URLs, which
+// the worker then marked seen without their being queued. A crawl recorded
+// before records had an incarnation keeps the IDs it has.
 //
 // # Rules
 //

@@ -28,9 +28,11 @@ func NewJetStreamQueues(js jetstream.JetStream, topo frontier.Topology) *JetStre
 // Ensure creates the streams if missing (Topology.Ensure).
 func (q *JetStreamQueues) Ensure(ctx context.Context) error { return q.topo.Ensure(ctx, q.js) }
 
-// Publish publishes the seeds as a seed message (Topology.PublishDiscovered).
-func (q *JetStreamQueues) Publish(ctx context.Context, id string, seeds []string) error {
-	return q.topo.PublishDiscovered(ctx, q.js, frontier.Discovered{Crawl: id, Kind: frontier.KindSeed, Links: seeds})
+// Publish publishes the seeds as a seed message
+// (Topology.PublishDiscoveredIn).
+func (q *JetStreamQueues) Publish(ctx context.Context, id, incarnation string, seeds []string) error {
+	d := frontier.Discovered{Crawl: id, Kind: frontier.KindSeed, Links: seeds}
+	return q.topo.PublishDiscoveredIn(ctx, q.js, d, incarnation)
 }
 
 // Count counts the crawl's messages; a stream that does not exist holds

@@ -196,14 +196,19 @@ func TestStoreLifecycle(t *testing.T) {
 				}
 				return true
 			})
-			fresh := []string{"https://c.example/"}
-			if rec, err := store.SeedWith(ctx, "a", fresh, frontier.CrawlSettings{ExpectURLs: 900}, def); err != nil || rec.Settings.ExpectURLs != 900 {
-				t.Fatalf("crawl a created again: %+v, %v", rec, err)
+			// The same seeds: the new crawl crawls them again, though the
+			// streams' duplicate windows still hold the old crawl's IDs.
+			rec, err := store.SeedWith(ctx, "a", seeds["a"], frontier.CrawlSettings{ExpectURLs: 900}, def)
+			if err != nil || rec.Settings.ExpectURLs != 900 || rec.Incarnation == "" || rec.Incarnation == d.Record.Incarnation {
+				t.Fatalf("crawl a created again: %+v, %v; want new settings and a new incarnation (was %q)", rec, err, d.Record.Incarnation)
 			}
-			waitFor(t, 20*time.Second, "the new crawl a's seed admitted", func() bool {
+			waitFor(t, 20*time.Second, "the new crawl a's seeds admitted", func() bool {
 				d, err := store.Describe(ctx, "a")
-				return err == nil && d.Queued == 1 && d.Filter != nil && d.Filter.Items == 1
+				return err == nil && d.Pending == 0 && d.Queued == 3 && d.Filter != nil && d.Filter.Items == 3
 			})
+			if st, _ := w.Status(); st.Totals.Republished != 0 {
+				t.Errorf("%d URLs republished: the new crawl's seeds were taken for the deleted crawl's", st.Totals.Republished)
+			}
 		})
 	}
 }
@@ -229,7 +234,8 @@ func TestCreateConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range recs {
-		if errs[i] != nil || recs[i].Settings != want || !recs[i].Created.Equal(recs[0].Created) || recs[i].Created.IsZero() {
+		if errs[i] != nil || recs[i].Settings != want || !recs[i].Created.Equal(recs[0].Created) || recs[i].Created.IsZero() ||
+			recs[i].Incarnation != recs[0].Incarnation || recs[i].Incarnation == "" {
 			t.Errorf("creator %d: %+v, %v; want settings %+v created %v", i, recs[i], errs[i], want, recs[0].Created)
 		}
 	}

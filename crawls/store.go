@@ -2,6 +2,7 @@ package crawls
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -45,8 +46,9 @@ type Queues interface {
 	// Ensure creates the streams if missing.
 	Ensure(ctx context.Context) error
 	// Publish publishes a crawl's seeds as one seed message (more if
-	// there are too many for one) to the discovered stream.
-	Publish(ctx context.Context, id string, seeds []string) error
+	// there are too many for one) to the discovered stream, under IDs
+	// that cover the crawl's incarnation (frontier.CrawlRecord.Incarnation).
+	Publish(ctx context.Context, id, incarnation string, seeds []string) error
 	// Count counts a crawl's messages on both streams.
 	Count(ctx context.Context, id string) (Queued, error)
 	// Purge removes a crawl's messages from both streams, returning what
@@ -144,9 +146,15 @@ func (s *Store) Create(ctx context.Context, id string, given, def frontier.Crawl
 	if err := CheckID(id); err != nil {
 		return frontier.CrawlRecord{}, err
 	}
+	incarnation := rand.Text() // drawn once: a retried update keeps it
 	rec, err := s.reg.Update(ctx, id, func(rec *frontier.CrawlRecord) (bool, error) {
 		if !rec.Created.IsZero() {
 			return false, rec.Settings.Conflicts(given)
+		}
+		if len(rec.Seeds) == 0 && len(rec.Moved) == 0 && rec.Incarnation == "" {
+			// A new crawl. One recorded before crawls had settings keeps
+			// publishing under the IDs it has used.
+			rec.Incarnation = incarnation
 		}
 		rec.Settings = given.Or(def)
 		rec.Created = s.opts.Now().UTC().Truncate(time.Second)
@@ -196,7 +204,7 @@ func (s *Store) seed(ctx context.Context, id string, seeds []string, settings *[
 	if err != nil {
 		return rec, fmt.Errorf("crawls: seed %s: %w", id, err)
 	}
-	return rec, s.queues.Publish(ctx, id, seeds)
+	return rec, s.queues.Publish(ctx, id, rec.Incarnation, seeds)
 }
 
 // Crawl is a crawl as List and Describe show it: its record, its queues,

@@ -32,9 +32,11 @@ func TestCreate(t *testing.T) {
 	s, reg, _ := memStore(t)
 	first := frontier.CrawlSettings{ExpectURLs: 5000, RevisitAfter: time.Hour}
 	want := frontier.CrawlSettings{ExpectURLs: 5000, FPP: 0.001, RevisitAfter: time.Hour, Granularity: 4, Kind: "bloom", Scope: "host"}
-	if rec, err := s.Create(ctx, "a", first, def); err != nil || rec.Settings != want || !rec.Created.Equal(created) {
-		t.Fatalf("Create(a) = %+v, %v; want settings %+v created %v", rec, err, want, created)
+	rec, err := s.Create(ctx, "a", first, def)
+	if err != nil || rec.Settings != want || !rec.Created.Equal(created) || rec.Incarnation == "" {
+		t.Fatalf("Create(a) = %+v, %v; want settings %+v created %v, an incarnation", rec, err, want, created)
 	}
+	incarnation := rec.Incarnation
 	for _, tt := range []struct {
 		name  string
 		id    string
@@ -59,8 +61,8 @@ func TestCreate(t *testing.T) {
 			t.Errorf("%s: record %+v, want settings %+v", tt.name, rec, want)
 		}
 	}
-	if rec, err := reg.Get(ctx, "a"); err != nil || rec.Settings != want {
-		t.Errorf("stored after refused creators: %+v, %v; want settings %+v", rec, err, want)
+	if rec, err := reg.Get(ctx, "a"); err != nil || rec.Settings != want || rec.Incarnation != incarnation {
+		t.Errorf("stored after refused creators: %+v, %v; want settings %+v, incarnation %q", rec, err, want, incarnation)
 	}
 
 	// A record from before crawls had settings (seeds only) takes the
@@ -68,9 +70,9 @@ func TestCreate(t *testing.T) {
 	if _, err := s.Seed(ctx, "old", []string{"https://old.example/"}); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := s.Create(ctx, "old", frontier.CrawlSettings{FPP: 0.0001}, def)
-	if err != nil || rec.Settings.FPP != 0.0001 || rec.Settings.ExpectURLs != def.ExpectURLs || len(rec.Seeds) != 1 {
-		t.Errorf("settings for an old record: %+v, %v", rec, err)
+	rec, err = s.Create(ctx, "old", frontier.CrawlSettings{FPP: 0.0001}, def)
+	if err != nil || rec.Settings.FPP != 0.0001 || rec.Settings.ExpectURLs != def.ExpectURLs || len(rec.Seeds) != 1 || rec.Incarnation != "" {
+		t.Errorf("settings for an old record: %+v, %v; want no incarnation (its URLs keep their IDs)", rec, err)
 	}
 }
 
@@ -171,9 +173,10 @@ func TestDeleteInMemory(t *testing.T) {
 	if _, err := s.Delete(ctx, "no/such"); !errors.Is(err, crawls.ErrBadID) {
 		t.Errorf("Delete of a bad id: %v, want ErrBadID", err)
 	}
-	// The id at once: a new crawl, with new settings.
+	// The id at once: a new crawl, with new settings and a new
+	// incarnation.
 	rec, err := s.SeedWith(ctx, "a", []string{"https://new.example/"}, frontier.CrawlSettings{ExpectURLs: 9}, def)
-	if err != nil || rec.Settings.ExpectURLs != 9 || len(rec.Seeds) != 1 {
-		t.Errorf("crawl a created again: %+v, %v", rec, err)
+	if err != nil || rec.Settings.ExpectURLs != 9 || len(rec.Seeds) != 1 || rec.Incarnation == "" || rec.Incarnation == d.Record.Incarnation {
+		t.Errorf("crawl a created again: %+v, %v; want a new incarnation (was %q)", rec, err, d.Record.Incarnation)
 	}
 }

@@ -59,6 +59,13 @@ type CrawlRecord struct {
 	Settings CrawlSettings `json:"settings,omitzero"`
 	// Created is when the crawl was first seeded with settings.
 	Created time.Time `json:"created,omitzero"`
+	// Incarnation tells this crawl apart from any earlier crawl deleted
+	// under its id: a random token its creator draws (empty in a record
+	// written before crawls had one). The IDs its seed messages and
+	// frontier entries are published under include it (EntryIDIn), since
+	// JetStream remembers IDs for its duplicate window even after a crawl's
+	// messages are purged.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // AddSeeds adds to the record's seeds those it lacks, reporting whether it
@@ -310,3 +317,15 @@ func isWrongSequence(err error) bool {
 // by a newline (which neither holds), so that the same URL is admitted once
 // in each crawl. It is part of the wire format, as MsgID is.
 func EntryID(crawl, canonicalURL string) string { return MsgID(crawl + "\n" + canonicalURL) }
+
+// EntryIDIn is the Nats-Msg-Id of a crawl's canonical URL for the crawl's
+// incarnation (CrawlRecord.Incarnation): MsgID of the crawl id, "@" (which
+// no crawl id holds), the incarnation, a newline and the URL, so that a
+// crawl created again under a deleted crawl's id shares no ID with it;
+// without an incarnation, EntryID. It is part of the wire format.
+func EntryIDIn(crawl, incarnation, canonicalURL string) string {
+	if incarnation == "" {
+		return EntryID(crawl, canonicalURL)
+	}
+	return MsgID(crawl + "@" + incarnation + "\n" + canonicalURL)
+}

@@ -21,7 +21,9 @@
 //	stream SIEVE_FRONTIER    subjects sieve.frontier.<crawl>.<partition>
 //	    One Entry message per admitted URL: canonical URL, depth, crawl, the
 //	    page it was found on, and its link's kind, queue key and metadata
-//	    (JSON, "v":2; see Entry), with Nats-Msg-Id = EntryID(crawl, URL).
+//	    (JSON, "v":2; see Entry), with Nats-Msg-Id = EntryIDIn(crawl,
+//	    the crawl's incarnation, URL) (EntryID(crawl, URL) for a crawl
+//	    recorded without one).
 //	    partition = FNV-1a(host of the queue key) mod Partitions
 //	    (Topology.EntryPartition; the queue key defaults to the URL's host),
 //	    so a crawler that owns a partition owns its queues and can be polite

@@ -579,8 +579,12 @@ func MsgID(canonicalURL string) string {
 }
 
 // contentID is the Nats-Msg-Id of a discovered message: a digest of its
-// bytes, so a crawler's retried publish of the same message is stored once.
-func contentID(data []byte) string {
+// bytes, so a crawler's retried publish of the same message is stored once;
+// with an incarnation, of it, "@" and the bytes.
+func contentID(data []byte, incarnation string) string {
+	if incarnation != "" {
+		data = append([]byte(incarnation+"@"), data...)
+	}
 	sum := sha256.Sum256(data)
 	return "d" + base64.RawURLEncoding.EncodeToString(sum[:16])
 }

@@ -471,6 +471,25 @@ func TestMsgIDPinned(t *testing.T) {
 	}
 }
 
+// TestEntryIDPinned pins the frontier entry's ID with and without a crawl
+// incarnation (values computed with Python hashlib): workers of a crawl
+// must agree on it, and a crawl created again under a deleted crawl's id
+// must not share it.
+func TestEntryIDPinned(t *testing.T) {
+	tests := []struct{ crawl, incarnation, url, want string }{
+		{"web", "", "https://example.com/", "Mb6bsFDs7zbaq-xEnWGDeA"},
+		{"web", "T0K3N", "https://example.com/", "cqxtM4VxmCZ9cpuussaIZg"},
+	}
+	for _, tt := range tests {
+		if got := frontier.EntryIDIn(tt.crawl, tt.incarnation, tt.url); got != tt.want {
+			t.Errorf("EntryIDIn(%q, %q, %q) = %q, want %q", tt.crawl, tt.incarnation, tt.url, got, tt.want)
+		}
+	}
+	if frontier.EntryIDIn("web", "", "https://example.com/") != frontier.EntryID("web", "https://example.com/") {
+		t.Error("EntryIDIn without an incarnation is not EntryID")
+	}
+}
+
 func FuzzDecodeDiscovered(f *testing.F) {
 	f.Add([]byte(`{"v":1,"crawl":"c","url":"https://e/","links":["a","b"]}`))
 	f.Add([]byte(`{"v":1,"crawl":"c","kind":"seed","links":["https://e/"]}`))

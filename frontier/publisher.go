@@ -14,8 +14,8 @@ import (
 // Publisher puts admitted URLs on the frontier stream: it is the JetStream
 // side of admit.Publisher. Each URL goes to its crawl's partition subject
 // (Topology.EntrySubject, the partition of its queue key) as an Entry, with
-// Nats-Msg-Id = EntryID(crawl, URL), so that the stream's duplicate window
-// stores a URL published twice once. Publish sends every URL
+// Nats-Msg-Id = EntryIDIn(crawl, its incarnation, URL), so that the
+// stream's duplicate window stores a URL published twice once. Publish sends every URL
 // asynchronously, then waits for each acknowledgement; the JetStream
 // context's PublishAsyncTimeout bounds that wait (a timed-out publish is a
 // failure the Core retries). It is safe for concurrent use.
@@ -39,7 +39,7 @@ func (p *Publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack,
 	acks := make([]admit.Ack, len(urls))
 	futures := make([]jetstream.PubAckFuture, len(urls))
 	for i, u := range urls {
-		f, err := p.js.PublishMsgAsync(p.entryMsg(u), jetstream.WithMsgID(EntryID(u.Crawl, u.URL)))
+		f, err := p.js.PublishMsgAsync(p.entryMsg(u), jetstream.WithMsgID(EntryIDIn(u.Crawl, u.Incarnation, u.URL)))
 		if err != nil {
 			acks[i].Err = err
 			continue

@@ -386,6 +386,15 @@ func (t Topology) check(ctx context.Context, js jetstream.JetStream) error {
 // its bytes, so retrying a publish that timed out stores it once. An
 // invalid d is a *PoisonError and nothing is published.
 func (t Topology) PublishDiscovered(ctx context.Context, js jetstream.JetStream, d Discovered) error {
+	return t.PublishDiscoveredIn(ctx, js, d, "")
+}
+
+// PublishDiscoveredIn publishes d as PublishDiscovered does, for the
+// crawl's incarnation (CrawlRecord.Incarnation): each part's Nats-Msg-Id
+// digests the incarnation with its bytes, so that the same seeds given to
+// a crawl created again under a deleted crawl's id are not dropped as the
+// deleted crawl's, while a retried publish is still stored once.
+func (t Topology) PublishDiscoveredIn(ctx context.Context, js jetstream.JetStream, d Discovered, incarnation string) error {
 	t = t.WithDefaults()
 	d.V = Version
 	for _, part := range d.Split(t.Limits.MaxLinks) {
@@ -400,7 +409,7 @@ func (t Topology) PublishDiscovered(ctx context.Context, js jetstream.JetStream,
 			return poison(PoisonTooLarge, "%d bytes, limit %d (fewer links per message would fit)", len(data), t.Limits.MaxBytes)
 		}
 		msg := &nats.Msg{Subject: t.DiscoveredSubject(d.Crawl), Data: data, Header: nats.Header{}}
-		if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(contentID(data))); err != nil {
+		if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(contentID(data, incarnation))); err != nil {
 			return fmt.Errorf("frontier: publish discovered: %w", err)
 		}
 	}

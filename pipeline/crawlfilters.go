@@ -120,6 +120,23 @@ func (e expiring) Save(ctx context.Context, path string) error {
 	}).Save(ctx, path)
 }
 
+// incarnated is a crawl's filter as the admission core gets it: with the
+// crawl's incarnation (admit.Incarnated), its revisit window still
+// expiring.
+type incarnated struct {
+	dedup.Filter
+	incarnation string
+}
+
+// Incarnation returns the crawl's incarnation.
+func (f incarnated) Incarnation() string { return f.incarnation }
+
+// Expires reports whether the crawl's filter is a revisit window.
+func (f incarnated) Expires() bool {
+	e, ok := f.Filter.(admit.Expiring)
+	return ok && e.Expires()
+}
+
 // CrawlFilterStatus is one open crawl filter, as a worker reports it.
 type CrawlFilterStatus struct {
 	// Crawl is the crawl's id.
@@ -137,8 +154,9 @@ type CrawlFilterStatus struct {
 }
 
 var (
-	_ admit.Filters  = (*crawlFilters)(nil)
-	_ admit.Expiring = expiring{}
+	_ admit.Filters    = (*crawlFilters)(nil)
+	_ admit.Expiring   = expiring{}
+	_ admit.Incarnated = incarnated{}
 )
 
 // crawlFilters is a Worker's admit.Filters. It is safe for concurrent
@@ -165,9 +183,12 @@ type crawlFilter struct {
 	f       dedup.Filter
 	cfg     config.Filter
 	st      frontier.CrawlSettings
-	snap    *snapshotter
-	refs    int
-	used    time.Time
+	// incarnation is the crawl's (frontier.CrawlRecord.Incarnation): its
+	// URLs are published under IDs that cover it.
+	incarnation string
+	snap        *snapshotter
+	refs        int
+	used        time.Time
 }
 
 func newCrawlFilters(cfg config.Filter, rdb redis.UniversalClient, policy string, idle time.Duration, log *slog.Logger,
@@ -186,8 +207,12 @@ func (s *crawlFilters) Acquire(ctx context.Context, crawl string) (admit.Filter,
 	if err != nil {
 		return nil, nil, err
 	}
+	var f admit.Filter = e.f
+	if e.incarnation != "" {
+		f = incarnated{e.f, e.incarnation}
+	}
 	var once sync.Once
-	return e.f, func() {
+	return f, func() {
 		once.Do(func() {
 			s.mu.Lock()
 			e.refs--
@@ -255,7 +280,7 @@ func (s *crawlFilters) load(ctx context.Context, crawl string, e *crawlFilter) e
 	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
 		return err
 	}
-	e.st = rec.Settings
+	e.st, e.incarnation = rec.Settings, rec.Incarnation
 	e.cfg = CrawlFilter(s.cfg, crawl, e.st)
 	if err := s.adoptShared(ctx, crawl, e.cfg); err != nil {
 		return fmt.Errorf("crawl %s: %w", crawl, err)

@@ -418,9 +418,12 @@ func TestWorkerDropsDeletedCrawlFilter(t *testing.T) {
 			}
 			publishIn(t, js, topo, "d", "/x")
 			waitFor(t, 20*time.Second, "drain", counted(2))
-			if st := status(); st.Totals.Admitted+st.Totals.Republished != 2 {
-				t.Errorf("after the crawl was created again, /x was published %d times in all, want 2 (it is new to the new crawl); duplicates %d",
-					st.Totals.Admitted+st.Totals.Republished, st.Totals.Duplicates)
+			// Admitted, not Republished: the frontier's duplicate window
+			// still holds the deleted crawl's ID for /x, and taking it
+			// for the new crawl's would mark /x without queueing it.
+			if st := status(); st.Totals.Admitted != 2 || st.Totals.Republished != 0 {
+				t.Errorf("after the crawl was created again, /x was admitted %d times and republished %d, want 2 and 0 (it is new to the new crawl); duplicates %d",
+					st.Totals.Admitted, st.Totals.Republished, st.Totals.Duplicates)
 			}
 			if err := stop(); err != nil {
 				t.Error(err)

@@ -69,10 +69,11 @@ type Filter struct {
 	log   *Log
 	fault Fault
 
-	mu       sync.Mutex
-	keys     map[string]bool
-	calls    map[string]int
-	expiring bool
+	mu          sync.Mutex
+	keys        map[string]bool
+	calls       map[string]int
+	expiring    bool
+	incarnation string
 }
 
 // NewFilter returns an empty filter of crawl that records its calls in log
@@ -167,6 +168,21 @@ func (f *Filter) Expires() bool {
 	return f.expiring
 }
 
+// SetIncarnation sets the incarnation of the filter's crawl
+// (admit.Incarnated): "" for none.
+func (f *Filter) SetIncarnation(incarnation string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.incarnation = incarnation
+}
+
+// Incarnation implements admit.Incarnated.
+func (f *Filter) Incarnation() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.incarnation
+}
+
 // Filters is a set of Filters, one per crawl, made on first use. It is
 // safe for concurrent use.
 type Filters struct {
@@ -195,6 +211,14 @@ func (s *Filters) Filter(crawl string) *Filter {
 		s.filters[crawl] = f
 	}
 	return f
+}
+
+// Drop forgets crawl's filter, as deleting the crawl does: the next use
+// makes a new, empty one.
+func (s *Filters) Drop(crawl string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.filters, crawl)
 }
 
 // SetUnusable makes Acquire of crawl fail with err wrapped with
@@ -267,7 +291,14 @@ func NewPublisher(log *Log, fault Fault) *Publisher {
 	return &Publisher{log: log, fault: fault, ids: map[string]bool{}, tries: map[string]int{}}
 }
 
-func id(u admit.URL) string { return u.Crawl + "\n" + u.URL }
+// id is the URL's message ID: its crawl, incarnation and URL, as
+// frontier.EntryIDIn digests them.
+func id(u admit.URL) string {
+	if u.Incarnation != "" {
+		return u.Crawl + "@" + u.Incarnation + "\n" + u.URL
+	}
+	return u.Crawl + "\n" + u.URL
+}
 
 // Publish stores each URL not stored yet.
 func (p *Publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, error) {

@@ -115,7 +115,7 @@ func (q *Queues) Ensure(context.Context) error {
 }
 
 // Publish adds one discovered message holding the seeds.
-func (q *Queues) Publish(_ context.Context, id string, seeds []string) error {
+func (q *Queues) Publish(_ context.Context, id, _ string, seeds []string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.Discovered == nil {
