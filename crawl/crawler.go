@@ -207,23 +207,16 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 
 // newScheduler returns the politeness scheduler of the fetcher options fo
 // (with their defaults applied): HostParallel and HostDelay for every host,
-// Hosts' policies for theirs.
+// Hosts' policies for theirs. Their delays read as politeness reads them:
+// 0 the default, negative none.
 func newScheduler(fo FetcherOptions) *politeness.Scheduler[*job] {
-	// FetcherOptions' delays are resolved (0: none); politeness reads 0 as
-	// the default and a negative delay as none.
-	delay := func(d time.Duration) time.Duration {
-		if d == 0 {
-			return -1
-		}
-		return d
-	}
 	queues := make(map[string]politeness.Limits, len(fo.Hosts))
 	for h, p := range fo.Hosts {
-		queues[h] = politeness.Limits{Parallel: p.Parallel, Delay: delay(p.Delay)}
+		queues[h] = politeness.Limits{Parallel: p.Parallel, Delay: p.Delay}
 	}
 	return politeness.New[*job](politeness.Options{
 		Parallel: fo.HostParallel,
-		Delay:    delay(fo.HostDelay),
+		Delay:    fo.HostDelay,
 		MaxPause: max(fo.MaxCrawlDelay, time.Minute),
 		Queues:   queues,
 	})

@@ -93,13 +93,13 @@ func (o FetcherOptions) withDefaults() FetcherOptions {
 	if o.HostParallel <= 0 {
 		o.HostParallel = 1
 	}
-	o.HostDelay = delayOrDefault(o.HostDelay, time.Second)
+	// Delays stay as given (0: the default, negative: none): the
+	// politeness scheduler reads them so.
 	hosts := make(map[string]HostPolicy, len(o.Hosts))
 	for h, p := range o.Hosts {
 		if p.Parallel <= 0 {
 			p.Parallel = o.HostParallel
 		}
-		p.Delay = delayOrDefault(p.Delay, o.HostDelay)
 		hosts[strings.ToLower(h)] = p
 	}
 	o.Hosts = hosts
@@ -224,17 +224,6 @@ func maxParallel(o FetcherOptions) int {
 		n = max(n, p.Parallel)
 	}
 	return n
-}
-
-// delayOrDefault maps a delay setting to the delay: 0 is def, negative none.
-func delayOrDefault(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
 }
 
 // NewFetcher returns a Fetcher configured by opts.

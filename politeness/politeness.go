@@ -354,31 +354,27 @@ func (s *Scheduler[T]) BlockUntil(key string, t time.Time) {
 // without its own.
 func (s *Scheduler[T]) SetDelay(key string, d time.Duration) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if key == "" {
 		s.o.Delay = delayOr(d, time.Second)
-		s.mu.Unlock()
-		s.refresh()
-		return
+	} else {
+		l := s.limits[key]
+		l.Delay = d
+		s.limits[key] = l
 	}
-	l := s.limits[key]
-	l.Delay = d
-	s.limits[key] = l
-	s.mu.Unlock()
-	s.refresh()
+	s.refreshLocked()
 }
 
 // SetLimits sets the limits of the queue key (zero fields: the defaults).
 func (s *Scheduler[T]) SetLimits(key string, l Limits) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.limits[key] = l
-	s.mu.Unlock()
-	s.refresh()
+	s.refreshLocked()
 }
 
-// refresh applies changed limits to the queues.
-func (s *Scheduler[T]) refresh() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// refreshLocked applies changed limits to the queues.
+func (s *Scheduler[T]) refreshLocked() {
 	now := s.o.Clock.Now()
 	for k, q := range s.queues {
 		q.limits = s.resolve(k)
