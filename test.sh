@@ -6,6 +6,21 @@ cd "$(dirname "$0")"
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# install WHAT PACKAGE…: installs Debian packages (as root with apt-get), or
+# stops saying what to install.
+install() {
+	local what="$1"
+	shift
+	if [ "$(id -u)" = 0 ] && have apt-get; then
+		echo "test.sh: installing $* with apt-get"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+	else
+		echo "test.sh: $what is missing; install it (Debian/Ubuntu: sudo apt-get install $*)" >&2
+		exit 1
+	fi
+}
+
 if ! have go; then
 	echo "test.sh: Go is not installed; install Go 1.26 or newer (https://go.dev/doc/install)" >&2
 	exit 1
@@ -14,42 +29,40 @@ fi
 # The tests start their own redis-server processes (single and cluster) on
 # free loopback ports, so they need the binaries, never a running server.
 if ! have redis-server || ! have redis-cli; then
-	if [ "$(id -u)" = 0 ] && have apt-get; then
-		echo "test.sh: installing redis-server with apt-get"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools
-	else
-		echo "test.sh: redis-server is missing; install it (Debian/Ubuntu: sudo apt-get install redis-server)" >&2
-		exit 1
-	fi
+	install redis-server redis-server redis-tools
 fi
 
 # The server-version tests run an installed nats-server (Debian's is 2.9,
 # older than Sieve's minimum, 2.10) to check that it is refused; the other
 # NATS tests use the embedded server. Debian installs it in /usr/sbin.
 if ! have nats-server && [ ! -x /usr/sbin/nats-server ]; then
-	if [ "$(id -u)" = 0 ] && have apt-get; then
-		echo "test.sh: installing nats-server with apt-get"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nats-server
-		# The package starts a system service; the tests need only the binary.
-		if have systemctl; then systemctl disable --now nats-server >/dev/null 2>&1 || true; fi
-	else
-		echo "test.sh: nats-server is missing; install it (Debian/Ubuntu: sudo apt-get install nats-server)" >&2
-		exit 1
-	fi
+	install nats-server nats-server
+	# The package starts a system service; the tests need only the binary.
+	if have systemctl; then systemctl disable --now nats-server >/dev/null 2>&1 || true; fi
 fi
 
 # The live page's browser tests (watch/) drive headless Chromium.
 if ! have chromium && ! have chromium-browser && ! have google-chrome; then
-	if [ "$(id -u)" = 0 ] && have apt-get; then
-		echo "test.sh: installing chromium with apt-get"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
-	else
-		echo "test.sh: chromium is missing; install it (Debian/Ubuntu: sudo apt-get install chromium)" >&2
-		exit 1
-	fi
+	install chromium chromium
+fi
+
+# WARC files are checked by tools nobody here wrote: the Internet Archive's
+# `warc verify` (Go module proxy, built by exact version in a scratch module)
+# and webrecorder's `warcio` (npm). Both go to a cache outside the checkout.
+export SIEVE_TOOLS="${SIEVE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/sieve-tools}"
+mkdir -p "$SIEVE_TOOLS/bin"
+if [ ! -x "$SIEVE_TOOLS/bin/ia-warc" ]; then
+	echo "test.sh: building the Internet Archive's warc tool (gowarc v0.8.96)"
+	scratch="$(mktemp -d)"
+	(cd "$scratch" && go mod init scratch >/dev/null 2>&1 &&
+		GOFLAGS=-mod=mod go get github.com/internetarchive/gowarc@v0.8.96 >/dev/null 2>&1 &&
+		GOFLAGS=-mod=mod go build -o "$SIEVE_TOOLS/bin/ia-warc" github.com/internetarchive/gowarc/cmd/warc)
+	rm -rf "$scratch"
+fi
+if [ ! -x "$SIEVE_TOOLS/node_modules/.bin/warcio" ]; then
+	have npm || install npm npm
+	echo "test.sh: installing warcio 2.4.11 with npm"
+	npm install --silent --no-audit --no-fund --prefix "$SIEVE_TOOLS" warcio@2.4.11 >/dev/null
 fi
 
 # A missing service must fail the run, never skip it.

@@ -1,0 +1,68 @@
+package warc
+
+import (
+	"bytes"
+	"io"
+	"os"
+)
+
+// spool holds the bytes of one side of an exchange: in memory up to a bound,
+// then in a temporary file, so a large body costs disk, not memory.
+type spool struct {
+	mem    bytes.Buffer
+	max    int64
+	dir    string
+	file   *os.File
+	n      int64
+	closed bool
+}
+
+func newSpool(maxMem int64, dir string) *spool { return &spool{max: maxMem, dir: dir} }
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.file == nil && int64(s.mem.Len()+len(p)) > s.max {
+		f, err := os.CreateTemp(s.dir, "sieve-spool-*")
+		if err != nil {
+			return 0, err
+		}
+		_ = os.Remove(f.Name()) // gone when closed, whatever happens
+		if _, err := f.Write(s.mem.Bytes()); err != nil {
+			f.Close()
+			return 0, err
+		}
+		s.file = f
+		s.mem = bytes.Buffer{}
+	}
+	var n int
+	var err error
+	if s.file != nil {
+		n, err = s.file.Write(p)
+	} else {
+		n, err = s.mem.Write(p)
+	}
+	s.n += int64(n)
+	return n, err
+}
+
+// Len is the number of bytes written.
+func (s *spool) Len() int64 { return s.n }
+
+// Reader reads the spooled bytes from the start.
+func (s *spool) Reader() io.Reader {
+	if s.file != nil {
+		return io.NewSectionReader(s.file, 0, s.n)
+	}
+	return bytes.NewReader(s.mem.Bytes())
+}
+
+// Close releases the spool.
+func (s *spool) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.file != nil {
+		s.file.Close()
+	}
+	s.mem = bytes.Buffer{}
+}

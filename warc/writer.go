@@ -1,0 +1,548 @@
+package warc
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gowarc "github.com/nlnwa/gowarc/v3"
+)
+
+// Options configures a Writer.
+type Options struct {
+	Dir string // where the files go; must exist and be writable
+	// Prefix starts every file name; "sieve" if empty.
+	Prefix string
+	// CrawlerID ends every file name, so replicas writing to one directory
+	// never collide. Characters other than letters, digits, '.', '_' and
+	// '-' are replaced.
+	CrawlerID string
+	// MaxFileSize closes a file once it holds this many bytes (a file ends
+	// with the record that crossed it); 1 GB if 0.
+	MaxFileSize int64
+	// Info is written in every file's warcinfo record, after the fields the
+	// Writer sets itself (software, format, conformsTo): "operator",
+	// "http-header-user-agent", "robots" and the like.
+	Info map[string]string
+	// Software names the program in warcinfo; "Sieve" if empty.
+	Software string
+	// now is time.Now, or a test's clock.
+	now func() time.Time
+}
+
+// DefaultMaxFileSize is the size at which a WARC file is closed and the next
+// begun: 1 GB, the size ISO 28500 suggests.
+const DefaultMaxFileSize = 1_000_000_000
+
+// Stats is what a Writer wrote since it was opened.
+type Stats struct {
+	Dir     string           `json:"dir"`
+	Files   int              `json:"files"`   // files begun
+	Bytes   int64            `json:"bytes"`   // compressed bytes written
+	Records map[string]int64 `json:"records"` // by WARC-Type
+	Current string           `json:"current,omitempty"`
+	Err     string           `json:"error,omitempty"` // why writing stopped
+}
+
+// Writer writes WARC/1.1 files: each record its own gzip member, each file
+// begun with a warcinfo record, named
+// <prefix>-<17-digit UTC time>-<serial>-<crawler id>.warc.gz, written as
+// <name>.open (locked while written) and renamed when closed, with a CDXJ
+// index beside it. A write that fails is cut back from the file, and the
+// Writer refuses every later record (Err): a crawler must stop fetching what
+// it cannot keep. A Writer is safe for concurrent use.
+type Writer struct {
+	opts Options
+
+	mu     sync.Mutex
+	file   *os.File
+	name   string // final name of the current file, without directory
+	size   int64
+	serial int
+	infoID string
+	index  *os.File // the current file's CDXJ lines, unsorted
+	err    error
+	stats  Stats
+	bw     *bufio.Writer
+	gz     *gzip.Writer
+	closed bool
+}
+
+// Open checks that opts.Dir can be written, closes files that a killed
+// writer left open there (see Recover), and returns a Writer. The first
+// file is begun with the first record.
+func Open(opts Options) (*Writer, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("warc: no directory")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "sieve"
+	}
+	if opts.MaxFileSize <= 0 {
+		opts.MaxFileSize = DefaultMaxFileSize
+	}
+	if opts.Software == "" {
+		opts.Software = "Sieve"
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	opts.CrawlerID = nameSafe.ReplaceAllString(opts.CrawlerID, "_")
+	if opts.CrawlerID == "" {
+		host, _ := os.Hostname()
+		opts.CrawlerID = nameSafe.ReplaceAllString(host, "_") + "-" + strconv.Itoa(os.Getpid())
+	}
+	st, err := os.Stat(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("warc: directory: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("warc: %s is not a directory", opts.Dir)
+	}
+	probe, err := os.CreateTemp(opts.Dir, ".sieve-probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("warc: directory %s cannot be written: %w", opts.Dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if _, err := Recover(opts.Dir); err != nil {
+		return nil, err
+	}
+	return &Writer{opts: opts, stats: Stats{Dir: opts.Dir, Records: map[string]int64{}}}, nil
+}
+
+var nameSafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// Err returns why the Writer stopped writing, or nil.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Stats returns what the Writer wrote.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stats
+	s.Records = make(map[string]int64, len(w.stats.Records))
+	for k, v := range w.stats.Records {
+		s.Records[k] = v
+	}
+	s.Current = w.name
+	if w.err != nil {
+		s.Err = w.err.Error()
+	}
+	return s
+}
+
+// Close closes the current file: renamed from .open, its index sorted
+// beside it. Later writes fail.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	err := w.closeFile()
+	if w.err == nil {
+		w.err = errors.New("warc: writer closed")
+	}
+	return err
+}
+
+// Rotate closes the current file; the next record begins another.
+func (w *Writer) Rotate() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closeFile()
+}
+
+// fileName is the final name of the file begun at t.
+func (w *Writer) fileName(t time.Time) string {
+	t = t.UTC()
+	ts := t.Format("20060102150405") + fmt.Sprintf("%03d", t.Nanosecond()/1e6)
+	return fmt.Sprintf("%s-%s-%05d-%s.warc.gz", w.opts.Prefix, ts, w.serial, w.opts.CrawlerID)
+}
+
+// beginFile creates the next file, locked, with its warcinfo record.
+func (w *Writer) beginFile() error {
+	w.serial++
+	name := w.fileName(w.opts.now())
+	path := filepath.Join(w.opts.Dir, name+openSuffix)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("warc: begin file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("warc: lock %s: %w", path, err)
+	}
+	idx, err := os.OpenFile(filepath.Join(w.opts.Dir, indexName(name)+openSuffix), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("warc: begin index: %w", err)
+	}
+	w.file, w.name, w.size, w.index, w.infoID = f, name, 0, idx, ""
+	w.stats.Files++
+	info, err := w.warcinfo(name)
+	if err != nil {
+		return err
+	}
+	if _, _, err := w.writeRecord(info); err != nil {
+		return err
+	}
+	w.infoID = info.RecordId()
+	return nil
+}
+
+// warcinfo builds a file's warcinfo record.
+func (w *Writer) warcinfo(name string) (gowarc.WarcRecord, error) {
+	rb := gowarc.NewRecordBuilder(gowarc.Warcinfo, recordOpts...)
+	rb.AddWarcHeaderTime(gowarc.WarcDate, w.opts.now())
+	rb.AddWarcHeader(gowarc.WarcFilename, name)
+	rb.AddWarcHeader(gowarc.ContentType, gowarc.ApplicationWarcFields)
+	host, _ := os.Hostname()
+	fields := [][2]string{
+		{"software", w.opts.Software},
+		{"format", "WARC File Format 1.1"},
+		{"conformsTo", "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"},
+		{"hostname", host},
+	}
+	for _, k := range sortedKeys(w.opts.Info) {
+		fields = append(fields, [2]string{k, w.opts.Info[k]})
+	}
+	for _, f := range fields {
+		if _, err := fmt.Fprintf(rb, "%s: %s\r\n", f[0], f[1]); err != nil {
+			return nil, err
+		}
+	}
+	return build(rb)
+}
+
+// recordOpts make records as given: Sieve computes the digests itself (the
+// payload digest over the body without transfer coding, which the library
+// does not), so nothing is validated or fixed.
+var recordOpts = []gowarc.WarcRecordOption{gowarc.WithNoValidation(), gowarc.WithAddMissingDigest(false)}
+
+func build(rb gowarc.WarcRecordBuilder) (gowarc.WarcRecord, error) {
+	rec, _, err := rb.Build()
+	if err != nil {
+		return nil, fmt.Errorf("warc: build record: %w", err)
+	}
+	return rec, nil
+}
+
+// closeFile closes the current file, if any.
+func (w *Writer) closeFile() error {
+	if w.file == nil {
+		return nil
+	}
+	f, idx, name := w.file, w.index, w.name
+	w.file, w.index, w.name, w.size = nil, nil, "", 0
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := idx.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return w.fail(fmt.Errorf("warc: close %s: %w", name, err))
+	}
+	return w.fail(finish(w.opts.Dir, name))
+}
+
+// finish renames a closed file from .open and writes its sorted index.
+func finish(dir, name string) error {
+	path := filepath.Join(dir, name)
+	if err := sortIndex(filepath.Join(dir, indexName(name)+openSuffix), filepath.Join(dir, indexName(name))); err != nil {
+		return err
+	}
+	if err := os.Rename(path+openSuffix, path); err != nil {
+		return fmt.Errorf("warc: close %s: %w", name, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func (w *Writer) fail(err error) error {
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return err
+}
+
+// written is one record in a file.
+type written struct {
+	file           string
+	offset, length int64
+}
+
+// writeRecord appends rec to the current file as one gzip member and
+// returns where. On failure the file is cut back to where the member began,
+// and the Writer fails.
+func (w *Writer) writeRecord(rec gowarc.WarcRecord) (written, int64, error) {
+	defer rec.Close()
+	if w.infoID != "" {
+		rec.WarcHeader().SetId(gowarc.WarcWarcinfoID, w.infoID)
+	}
+	start := w.size
+	cw := &countWriter{w: w.file}
+	if w.bw == nil {
+		w.bw = bufio.NewWriterSize(cw, 64<<10)
+		w.gz, _ = gzip.NewWriterLevel(w.bw, gzip.DefaultCompression)
+	} else {
+		w.bw.Reset(cw)
+		w.gz.Reset(w.bw)
+	}
+	_, n, err := gowarc.NewMarshaler().Marshal(w.gz, rec, 0)
+	if err == nil {
+		err = w.gz.Close()
+	}
+	if err == nil {
+		err = w.bw.Flush()
+	}
+	if err != nil {
+		// Cut the partial member off: the file stays valid to its last
+		// complete record.
+		_ = w.file.Truncate(start)
+		_, _ = w.file.Seek(start, io.SeekStart)
+		return written{}, 0, w.fail(fmt.Errorf("warc: write %s: %w", w.name, err))
+	}
+	w.size += cw.n
+	w.stats.Bytes += cw.n
+	w.stats.Records[rec.Type().String()]++
+	return written{offset: start, length: cw.n}, n, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Result is the outcome of recording one exchange.
+type Result struct {
+	URL       string
+	Err       error
+	Type      string // "response" or "revisit"
+	Profile   string // a revisit's profile
+	Status    int
+	MIME      string
+	Digest    string // payload digest, "sha1:…"
+	Size      int64  // payload bytes
+	Truncated bool
+	Date      time.Time
+	File      string // the file holding the response or revisit record
+	Offset    int64  // where the record's gzip member begins
+	Length    int64  // the member's length
+	RefersTo  string // a revisit's original URL
+}
+
+// writeExchange writes the request and response records of ex (or a revisit
+// record in place of the response, when captures knows the payload), appends
+// the response's line to the file's index, then records the capture.
+func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, truncated bool, last *Capture, captures Captures) (Result, error) {
+	resp, perr := parseResponse(ex.resp.Reader())
+	res := Result{Type: "response", Status: resp.status, MIME: resp.mime, Digest: resp.payloadDigest, Size: resp.payloadLen, Truncated: truncated, Date: ex.date}
+	if res.Date.IsZero() {
+		res.Date = time.Now().UTC()
+	}
+	if truncated || perr != nil {
+		res.Digest = ""
+	}
+	ref, profile, err := revisitOf(ctx, crawl, ex.url, resp, perr == nil && !truncated, last, captures)
+	if err != nil {
+		return res, fmt.Errorf("warc: captures: %w", err)
+	}
+	reqRec, err := requestRecord(ex, res.Date)
+	if err != nil {
+		return res, err
+	}
+	var respRec gowarc.WarcRecord
+	if ref != nil {
+		res.Type, res.Profile, res.RefersTo, res.Digest = "revisit", profile, ref.PayloadURL, ref.Digest
+		respRec, err = revisitRecord(ex, res.Date, resp, ref, profile)
+	} else {
+		respRec, err = responseRecord(ex, res.Date, resp, perr == nil, truncated)
+	}
+	if err != nil {
+		reqRec.Close()
+		return res, err
+	}
+	respRec.WarcHeader().AddId(gowarc.WarcConcurrentTo, reqRec.RecordId())
+	reqRec.WarcHeader().AddId(gowarc.WarcConcurrentTo, respRec.RecordId())
+	at, err := w.writePair(respRec, reqRec, func(file string, at written) string {
+		return cdxjLine(cdxEntry{URL: ex.url, Date: res.Date, MIME: res.MIME, Status: res.Status, Digest: res.Digest,
+			Length: at.length, Offset: at.offset, File: file, Type: res.Type})
+	})
+	if err != nil {
+		return res, err
+	}
+	res.File, res.Offset, res.Length = at.file, at.offset, at.length
+	if captures == nil || res.Status/100 != 2 && res.Type != "revisit" {
+		return res, nil
+	}
+	c := Capture{Date: res.Date, Digest: res.Digest, ETag: resp.etag, LastModified: resp.lastModified, Status: res.Status,
+		PayloadURL: ex.url, PayloadDate: res.Date, File: at.file, Offset: at.offset}
+	if ref != nil {
+		c.PayloadURL, c.PayloadDate, c.File, c.Offset = ref.PayloadURL, ref.PayloadDate, ref.File, ref.Offset
+		if c.ETag == "" && c.LastModified == "" && last != nil {
+			c.ETag, c.LastModified = last.ETag, last.LastModified
+		}
+	}
+	if err := captures.Put(ctx, crawl, ex.url, c); err != nil {
+		return res, fmt.Errorf("warc: captures: %w", err)
+	}
+	return res, nil
+}
+
+// writePair writes a response (or revisit) record and its request record
+// together in the current file, beginning one if needed, and adds the
+// first's index line.
+func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file string, at written) string) (written, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		first.Close()
+		second.Close()
+		return written{}, w.err
+	}
+	if w.file != nil && w.size >= w.opts.MaxFileSize {
+		if err := w.closeFile(); err != nil {
+			first.Close()
+			second.Close()
+			return written{}, err
+		}
+	}
+	if w.file == nil {
+		if err := w.beginFile(); err != nil {
+			first.Close()
+			second.Close()
+			return written{}, w.fail(err)
+		}
+	}
+	at, _, err := w.writeRecord(first)
+	if err != nil {
+		second.Close()
+		return written{}, err
+	}
+	if _, _, err := w.writeRecord(second); err != nil {
+		return written{}, err
+	}
+	at.file = w.name
+	if _, err := w.index.WriteString(line(w.name, at)); err != nil {
+		return written{}, w.fail(fmt.Errorf("warc: index %s: %w", w.name, err))
+	}
+	return at, nil
+}
+
+func requestRecord(ex *exchange, date time.Time) (gowarc.WarcRecord, error) {
+	rb := gowarc.NewRecordBuilder(gowarc.Request, recordOpts...)
+	header(rb, ex, date, contentTypeRequest)
+	d, err := digestOf(ex.req.Reader())
+	if err != nil {
+		return nil, err
+	}
+	rb.AddWarcHeader(gowarc.WarcBlockDigest, d)
+	if _, err := io.Copy(rb, ex.req.Reader()); err != nil {
+		return nil, fmt.Errorf("warc: request record: %w", err)
+	}
+	return build(rb)
+}
+
+func responseRecord(ex *exchange, date time.Time, r response, parsed, truncated bool) (gowarc.WarcRecord, error) {
+	rb := gowarc.NewRecordBuilder(gowarc.Response, recordOpts...)
+	header(rb, ex, date, contentTypeResponse)
+	rb.AddWarcHeader(gowarc.WarcBlockDigest, r.blockDigest)
+	switch {
+	case truncated:
+		// A cut payload has no digest worth comparing: none is written
+		// (the field is optional), and none is offered for revisits.
+		rb.AddWarcHeader(gowarc.WarcTruncated, "length")
+	case parsed:
+		rb.AddWarcHeader(gowarc.WarcPayloadDigest, r.payloadDigest)
+	}
+	if _, err := io.Copy(rb, ex.resp.Reader()); err != nil {
+		return nil, fmt.Errorf("warc: response record: %w", err)
+	}
+	return build(rb)
+}
+
+// revisitRecord is a revisit of ref: its block is the response's header
+// only; the payload is the referred-to record's.
+func revisitRecord(ex *exchange, date time.Time, r response, ref *Capture, profile string) (gowarc.WarcRecord, error) {
+	rb := gowarc.NewRecordBuilder(gowarc.Revisit, recordOpts...)
+	header(rb, ex, date, contentTypeResponse)
+	rb.AddWarcHeader(gowarc.WarcProfile, profile)
+	rb.AddWarcHeader(gowarc.WarcRefersToTargetURI, ref.PayloadURL)
+	rb.AddWarcHeaderTime(gowarc.WarcRefersToDate, ref.PayloadDate)
+	d, err := digestOf(io.LimitReader(ex.resp.Reader(), r.headerLen))
+	if err != nil {
+		return nil, err
+	}
+	rb.AddWarcHeader(gowarc.WarcBlockDigest, d)
+	rb.AddWarcHeader(gowarc.WarcPayloadDigest, ref.Digest)
+	if _, err := io.Copy(rb, io.LimitReader(ex.resp.Reader(), r.headerLen)); err != nil {
+		return nil, fmt.Errorf("warc: revisit record: %w", err)
+	}
+	return build(rb)
+}
+
+const (
+	contentTypeRequest  = "application/http; msgtype=request"
+	contentTypeResponse = "application/http; msgtype=response"
+)
+
+func header(rb gowarc.WarcRecordBuilder, ex *exchange, date time.Time, contentType string) {
+	rb.AddWarcHeader(gowarc.WarcTargetURI, ex.url)
+	rb.AddWarcHeaderTime(gowarc.WarcDate, date)
+	rb.AddWarcHeader(gowarc.ContentType, contentType)
+	if ex.ip != "" {
+		rb.AddWarcHeader(gowarc.WarcIPAddress, ex.ip)
+	}
+}
+
+func digestOf(r io.Reader) (string, error) {
+	h := newSHA1()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return sha1Digest(h), nil
+}
+
+const openSuffix = ".open"
+
+// indexName is the name of the CDXJ index of the WARC file name.
+func indexName(name string) string { return strings.TrimSuffix(name, ".warc.gz") + ".cdxj" }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	return keys
+}
