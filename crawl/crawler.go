@@ -21,6 +21,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/normalize"
 	"github.com/sievecrawl/sieve/politeness"
+	"github.com/sievecrawl/sieve/warc"
 )
 
 // Options configures a Crawler. Zero values mean the defaults beside them.
@@ -83,6 +84,11 @@ type Options struct {
 	// Registerer receives the crawler's Prometheus metrics (crawl/metrics.go);
 	// nil: no metrics.
 	Registerer prometheus.Registerer
+	// Archive, if set, records every exchange (pages, redirects, errors,
+	// robots.txt) in WARC files; a page's message is acknowledged only
+	// after its records are written, and a failure to write stops the run
+	// with ErrArchive.
+	Archive *warc.Recorder
 }
 
 func (o Options) withDefaults() Options {
@@ -173,6 +179,19 @@ type Crawler struct {
 	jobCtx    context.Context // fetches and publishes; ends on Close or after ShutdownTimeout
 	jobCancel context.CancelFunc
 	closeOnce sync.Once
+
+	stopMu      sync.Mutex
+	stop        context.CancelCauseFunc // ends Run with a cause
+	archiveOnce sync.Once
+}
+
+// stopRun ends Run with cause.
+func (c *Crawler) stopRun(cause error) {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	if c.stop != nil {
+		c.stop(cause)
+	}
 }
 
 // New returns a Crawler using js. It does not contact NATS until Run.
@@ -181,7 +200,7 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	f, err := NewFetcher(opts.Fetcher)
+	f, err := NewFetcher(archive(opts.Fetcher, opts.Archive))
 	if err != nil {
 		return nil, err
 	}
@@ -241,6 +260,9 @@ func (c *Crawler) Run(ctx context.Context) error {
 	if err := o.Topology.Ensure(ctx, c.js); err != nil {
 		return err
 	}
+	if err := o.Topology.EnsureFetched(ctx, c.js); err != nil {
+		return err
+	}
 	kv, err := openCrawls(ctx, c.js, o.Topology)
 	if err != nil {
 		return err
@@ -282,6 +304,9 @@ func (c *Crawler) Run(ctx context.Context) error {
 
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	c.stopMu.Lock()
+	c.stop = stop
+	c.stopMu.Unlock()
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return c.leaseLoop(gctx) })
 	g.Go(func() error { c.keepAlive(gctx); return nil })
@@ -338,7 +363,7 @@ func (c *Crawler) Run(ctx context.Context) error {
 	clear(c.owned)
 	c.mu.Unlock()
 
-	if cause := context.Cause(runCtx); errors.Is(cause, ErrIdle) || errors.Is(cause, ErrMaxPages) {
+	if cause := context.Cause(runCtx); errors.Is(cause, ErrIdle) || errors.Is(cause, ErrMaxPages) || errors.Is(cause, ErrArchive) {
 		return cause
 	}
 	if err != nil && ctx.Err() == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/warc"
 )
 
 // job is a frontier message in hand: in its host's buffer in the scheduler,
@@ -113,8 +114,18 @@ func (c *Crawler) handle(key string, j *job) {
 	}
 
 	start := time.Now()
-	page, pause, err := c.fetcher.fetch(r.ctx, ctx, entry.URL)
+	wait, fctx := r.ctx, ctx
+	var tr *warc.Tracker
+	if o.Archive != nil {
+		tr = warc.NewTracker(entry.Crawl)
+		wait, fctx = tr.Context(wait), tr.Context(ctx)
+	}
+	page, pause, err := c.fetcher.fetch(wait, fctx, entry.URL)
 	c.sched.Done(key, start, pause)
+	if aerr := c.archiveErr(tr); aerr != nil {
+		c.archiveFailed(msg, aerr)
+		return
+	}
 	var fe *FetchError
 	if errors.As(err, &fe) && fe.RetryAfter > 0 {
 		// A 429 or 503 with Retry-After: the whole host waits.
@@ -130,11 +141,17 @@ func (c *Crawler) handle(key string, j *job) {
 		}
 		if isFetchError(err) {
 			c.finished.Add(1)
+			if requested(err) && !c.publishFetched(ctx, msg, c.fetchedEvent(entry, start, nil, err, tr)) {
+				return
+			}
 		}
 		c.failed(ctx, msg, entry, err)
 		return
 	}
 	c.finished.Add(1)
+	if !c.publishFetched(ctx, msg, c.fetchedEvent(entry, start, page, nil, tr)) {
+		return
+	}
 	o.Logger.Debug("fetched", "url", entry.URL, "status", page.Status)
 	c.stats.fetched(entry.Crawl, u.Hostname(), page)
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
@@ -209,10 +226,19 @@ func isFetchError(err error) bool {
 // message is published in several. It returns false if it gave up, having
 // settled msg.
 func (c *Crawler) publish(ctx context.Context, msg jetstream.Msg, d frontier.Discovered) bool {
+	return c.deliver(ctx, msg, d.URL, func(ctx context.Context) error { return c.publishParts(ctx, d) })
+}
+
+// deliver runs publish (of something about the page of msg at url) until
+// it succeeds, retrying while NATS is away with msg kept alive. It returns
+// false if it gave up, having settled msg: handed back when ctx ended,
+// acknowledged when what it publishes can never be (a *PoisonError,
+// counted).
+func (c *Crawler) deliver(ctx context.Context, msg jetstream.Msg, url string, publish func(context.Context) error) bool {
 	backoff := 100 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.publishParts(pctx, d)
+		err := publish(pctx)
 		cancel()
 		if err == nil {
 			return true
@@ -221,7 +247,7 @@ func (c *Crawler) publish(ctx context.Context, msg jetstream.Msg, d frontier.Dis
 		if errors.As(err, &pe) {
 			// Cannot happen for a well-formed page; count it and move on.
 			c.stats.skip("unpublishable_" + pe.Reason)
-			c.opts.Logger.Warn("page not publishable", "url", d.URL, "err", err)
+			c.opts.Logger.Warn("page not publishable", "url", url, "err", err)
 			c.ack(ctx, msg)
 			return false
 		}
@@ -229,7 +255,7 @@ func (c *Crawler) publish(ctx context.Context, msg jetstream.Msg, d frontier.Dis
 			_ = msg.Nak()
 			return false
 		}
-		c.opts.Logger.Debug("publish discovered", "url", d.URL, "err", err)
+		c.opts.Logger.Debug("publish", "url", url, "err", err)
 		_ = msg.InProgress()
 		sleep(ctx, backoff)
 		backoff = min(2*backoff, 5*time.Second)

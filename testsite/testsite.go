@@ -28,8 +28,11 @@ package testsite
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"net"
 	"net/http"
 	"sort"
@@ -95,6 +98,7 @@ type Site struct {
 	mu       sync.Mutex
 	fetches  map[string]int      // request path on the main host → GETs (robots.txt included)
 	raw      map[string][]string // request path → the request URIs seen, for diagnosis
+	served   map[string][]string // request path → sha1 (hex) of each body served
 	offCount int
 	flaky    map[string]bool
 	agents   map[string]int // User-Agent → requests
@@ -128,6 +132,7 @@ func New(opts Options) (*Site, error) {
 		offHost: l2.Addr().String(),
 		fetches: map[string]int{},
 		raw:     map[string][]string{},
+		served:  map[string][]string{},
 		flaky:   map[string]bool{},
 		agents:  map[string]int{},
 		current: map[*http.Request]string{},
@@ -180,6 +185,18 @@ func (s *Site) Requests(path string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.raw[path]...)
+}
+
+// Served returns, per request path, the SHA-1 (hex) of every body the site
+// served for it, in order: what an archive of the site must hold.
+func (s *Site) Served() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string][]string, len(s.served))
+	for p, d := range s.served {
+		m[p] = append([]string(nil), d...)
+	}
+	return m
 }
 
 // OffScopeFetches returns how many requests the off-scope host got.
@@ -367,7 +384,14 @@ func (s *Site) serveOff(w http.ResponseWriter, r *http.Request) {
 func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
 	end := s.count(r)
 	defer end()
-	w = &headerHook{ResponseWriter: w, onHeader: end}
+	hook := &headerHook{ResponseWriter: w, onHeader: end, body: sha1.New()}
+	w = hook
+	defer func() {
+		sum := hex.EncodeToString(hook.body.Sum(nil))
+		s.mu.Lock()
+		s.served[r.URL.Path] = append(s.served[r.URL.Path], sum)
+		s.mu.Unlock()
+	}()
 	if s.opts.Latency > 0 {
 		t := time.NewTimer(s.opts.Latency)
 		select {
@@ -572,11 +596,13 @@ func (s *Site) spell(from, to, v int, based bool) string {
 	}
 }
 
-// headerHook calls onHeader when the response headers are written.
+// headerHook calls onHeader when the response headers are written, and
+// digests the body.
 type headerHook struct {
 	http.ResponseWriter
 	onHeader func()
 	done     bool
+	body     hash.Hash
 }
 
 func (h *headerHook) WriteHeader(code int) {
@@ -591,5 +617,6 @@ func (h *headerHook) Write(b []byte) (int, error) {
 	if !h.done {
 		h.WriteHeader(http.StatusOK)
 	}
+	h.body.Write(b)
 	return h.ResponseWriter.Write(b)
 }

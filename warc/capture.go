@@ -324,8 +324,16 @@ type trackerKey struct{}
 // Track returns a context whose requests report their recorded exchanges to
 // the returned Tracker, as exchanges of crawl.
 func Track(ctx context.Context, crawl string) (context.Context, *Tracker) {
-	t := &Tracker{crawl: crawl}
-	return context.WithValue(ctx, trackerKey{}, t), t
+	t := NewTracker(crawl)
+	return t.Context(ctx), t
+}
+
+// NewTracker returns a Tracker of exchanges of crawl.
+func NewTracker(crawl string) *Tracker { return &Tracker{crawl: crawl} }
+
+// Context returns ctx whose requests report to t.
+func (t *Tracker) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, trackerKey{}, t)
 }
 
 func trackerFrom(ctx context.Context) *Tracker {
@@ -376,3 +384,9 @@ func (t *Tracker) Err() error {
 	}
 	return nil
 }
+
+// Err returns why the Recorder's Writer stopped writing, or nil.
+func (r *Recorder) Err() error { return r.w.Err() }
+
+// Writer returns the Writer the Recorder writes to.
+func (r *Recorder) Writer() *Writer { return r.w }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sievecrawl/sieve/warc/warctest"
 )
 
 // TestRecoverKilledFile: a writer killed mid-record leaves <name>.open with
@@ -62,7 +64,7 @@ func TestRecoverKilledFile(t *testing.T) {
 	if st.Size() != int64(complete) {
 		t.Errorf("cut at %d, want %d (the last complete record's end)", st.Size(), complete)
 	}
-	recs := readFile(t, final)
+	recs := warctest.ReadFile(t, final)
 	if len(recs) != 7 { // warcinfo + 3 × (response, request)
 		t.Errorf("%d records survive, want 7", len(recs))
 	}
@@ -70,7 +72,7 @@ func TestRecoverKilledFile(t *testing.T) {
 	if err != nil || strings.Count(string(idx), "\n") != 3 {
 		t.Errorf("index of the recovered file: %v\n%s", err, idx)
 	}
-	verifyWithIA(t, final)
+	warctest.Verify(t, final)
 }
 
 // TestWriteFailureStops: a directory that does not exist is refused at

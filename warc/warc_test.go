@@ -5,19 +5,20 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha1"
+	"encoding/base32"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sievecrawl/sieve/warc/warctest"
 )
 
 // site serves the kinds of responses a crawl meets: a fixed-length page, a
@@ -145,37 +146,34 @@ func TestRecordExchanges(t *testing.T) {
 	if open, _ := filepath.Glob(filepath.Join(dir, "*.open")); len(open) > 0 {
 		t.Fatalf("files left open: %v", open)
 	}
-	if d := os.Getenv("SIEVE_KEEP_WARC"); d != "" {
-		exec.Command("cp", "-r", dir, d).Run()
-	}
-	recs := readRecords(t, dir)
+	recs := warctest.Records(t, dir)
 	types := map[string]int{}
-	byID := map[string]testRecord{}
+	byID := map[string]warctest.Record{}
 	for _, r := range recs {
-		types[r.get("WARC-Type")]++
-		byID[r.get("WARC-Record-ID")] = r
+		types[r.Get("WARC-Type")]++
+		byID[r.Get("WARC-Record-ID")] = r
 	}
 	if types["warcinfo"] != 1 || types["response"] != len(paths) || types["request"] != len(paths) {
 		t.Fatalf("record types %v", types)
 	}
 	for _, r := range recs {
-		if r.get("WARC-Type") != "response" {
+		if r.Get("WARC-Type") != "response" {
 			continue
 		}
-		u := r.get("WARC-Target-URI")
+		u := r.Get("WARC-Target-URI")
 		path := strings.TrimPrefix(u, srv.URL)
-		if r.get("WARC-IP-Address") != "127.0.0.1" {
-			t.Errorf("%s: IP %q", u, r.get("WARC-IP-Address"))
+		if r.Get("WARC-IP-Address") != "127.0.0.1" {
+			t.Errorf("%s: IP %q", u, r.Get("WARC-IP-Address"))
 		}
-		req, ok := byID[r.get("WARC-Concurrent-To")]
-		if !ok || req.get("WARC-Type") != "request" || req.get("WARC-Concurrent-To") != r.get("WARC-Record-ID") {
+		req, ok := byID[r.Get("WARC-Concurrent-To")]
+		if !ok || req.Get("WARC-Type") != "request" || req.Get("WARC-Concurrent-To") != r.Get("WARC-Record-ID") {
 			t.Errorf("%s: no request record linked both ways", u)
 		}
-		payload := payloadOf(t, r)
+		_, payload := warctest.Payload(t, r)
 		want := bodies[path]
 		if path == "/long" {
-			if r.get("WARC-Truncated") != "length" || !bytes.HasPrefix(want, payload) || len(payload) < 1<<20 {
-				t.Errorf("%s: truncated record: header %q, %d bytes", u, r.get("WARC-Truncated"), len(payload))
+			if r.Get("WARC-Truncated") != "length" || !bytes.HasPrefix(want, payload) || len(payload) < 1<<20 {
+				t.Errorf("%s: truncated record: header %q, %d bytes", u, r.Get("WARC-Truncated"), len(payload))
 			}
 			continue
 		}
@@ -185,8 +183,9 @@ func TestRecordExchanges(t *testing.T) {
 		if path != "/redirect" && !bytes.Equal(payload, want) {
 			t.Errorf("%s: payload of %d bytes differs from the %d served", u, len(payload), len(want))
 		}
-		if d := "sha1:" + b32(sha1.Sum(payload)); r.get("WARC-Payload-Digest") != d {
-			t.Errorf("%s: payload digest %s, want %s", u, r.get("WARC-Payload-Digest"), d)
+		sum := sha1.Sum(payload)
+		if d := "sha1:" + base32.StdEncoding.EncodeToString(sum[:]); r.Get("WARC-Payload-Digest") != d {
+			t.Errorf("%s: payload digest %s, want %s", u, r.Get("WARC-Payload-Digest"), d)
 		}
 	}
 	st := w.Stats()
@@ -196,7 +195,6 @@ func TestRecordExchanges(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, indexName(filepath.Base(firstFile(t, dir))))); err != nil {
 		t.Errorf("no index beside the file: %v", err)
 	}
-	_ = time.Now
 }
 
 func firstFile(t *testing.T, dir string) string {
@@ -226,8 +224,8 @@ func TestReadByOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := firstFile(t, dir)
-	verifyWithIA(t, file)
-	theirs := cdxIndex(t, file)
+	warctest.Verify(t, file)
+	theirs := warctest.CDXIndex(t, file)
 	ours, err := os.ReadFile(filepath.Join(dir, indexName(filepath.Base(file))))
 	if err != nil {
 		t.Fatal(err)
@@ -262,17 +260,17 @@ func TestRotate(t *testing.T) {
 		if !name.MatchString(filepath.Base(f)) {
 			t.Errorf("file name %s", filepath.Base(f))
 		}
-		recs := readFile(t, f)
-		if recs[0].get("WARC-Type") != "warcinfo" || recs[0].get("WARC-Filename") != filepath.Base(f) {
+		recs := warctest.ReadFile(t, f)
+		if recs[0].Get("WARC-Type") != "warcinfo" || recs[0].Get("WARC-Filename") != filepath.Base(f) {
 			t.Errorf("%s does not begin with its warcinfo", f)
 		}
 		for _, r := range recs[1:] {
-			if r.get("WARC-Warcinfo-ID") != recs[0].get("WARC-Record-ID") {
+			if r.Get("WARC-Warcinfo-ID") != recs[0].Get("WARC-Record-ID") {
 				t.Errorf("%s: a record does not name the file's warcinfo", f)
 			}
 		}
 	}
-	verifyWithIA(t, files...)
+	warctest.Verify(t, files...)
 }
 
 func TestSURT(t *testing.T) {

@@ -124,10 +124,13 @@ func Open(opts Options) (*Writer, error) {
 
 var nameSafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-// Err returns why the Writer stopped writing, or nil.
+// Err returns why the Writer failed, ErrClosed once it is closed, or nil.
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.err == nil && w.closed {
+		return ErrClosed
+	}
 	return w.err
 }
 
@@ -156,12 +159,11 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	err := w.closeFile()
-	if w.err == nil {
-		w.err = errors.New("warc: writer closed")
-	}
-	return err
+	return w.closeFile()
 }
+
+// ErrClosed is returned for records given to a closed Writer.
+var ErrClosed = errors.New("warc: writer closed")
 
 // Rotate closes the current file; the next record begins another.
 func (w *Writer) Rotate() error {
@@ -425,9 +427,12 @@ func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, 
 func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file string, at written) string) (written, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
+	if w.err != nil || w.closed {
 		first.Close()
 		second.Close()
+		if w.err == nil {
+			return written{}, ErrClosed
+		}
 		return written{}, w.err
 	}
 	if w.file != nil && w.size >= w.opts.MaxFileSize {
