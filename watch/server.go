@@ -311,6 +311,11 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 			crawlerValues(v, "crawl:"+id+":", cs.Fetched, cs.Outcomes, cs.Retried, cs.Failed)
 		}
 	}
+	if src.Archive != nil {
+		a := src.Archive()
+		r.Archive = &a
+		v["warc:bytes"] = float64(a.Bytes)
+	}
 	r.Ready, r.NotReady = s.ready()
 	s.series.add(now, v)
 	win := 10 * time.Second

@@ -9,6 +9,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/warc"
 )
 
 // Counters reads the seen-URL statistics shared by the dedup workers
@@ -82,6 +83,8 @@ type Sources struct {
 	// needs, or a state such as "starting"): /readyz answers 503 while one
 	// returns an error. A Worker's Readiness is checked as "worker".
 	Checks map[string]func() error
+	// Archive reports the crawler's WARC output; nil when it keeps none.
+	Archive func() warc.Stats
 }
 
 // Report is the process's state at one moment: what /stats serves, and what
@@ -101,6 +104,8 @@ type Report struct {
 	Readiness *pipeline.Readiness `json:"readiness,omitempty"`
 	// Crawler is this process's crawler.
 	Crawler *CrawlerState `json:"crawler,omitempty"`
+	// Archive is the crawler's WARC output: files, bytes, records by type.
+	Archive *warc.Stats `json:"archive,omitempty"`
 	// Shared is the statistics all dedup workers share.
 	Shared *stats.Snapshot `json:"shared,omitempty"`
 	// Filter is the filter's health, as of FilterAt.

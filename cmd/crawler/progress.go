@@ -21,6 +21,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/warc"
 )
 
 // progress shows a live status line: on a terminal it is redrawn in place,
@@ -164,10 +165,16 @@ type runSummary struct {
 	// Snapshot is the embedded filter's snapshot file, saved as the run
 	// went and at its end.
 	Snapshot *pipeline.SnapshotStatus `json:"snapshot,omitempty"`
+	// Archive is what the run wrote to its WARC files.
+	Archive *warc.Stats `json:"archive,omitempty"`
 }
 
-func summarize(ctx context.Context, c *crawl.Crawler, p *backend, topo frontier.Topology, elapsed time.Duration, end string, base *stats.Snapshot) runSummary {
+func summarize(ctx context.Context, c *crawl.Crawler, p *backend, topo frontier.Topology, elapsed time.Duration, end string, base *stats.Snapshot, arch *warc.Recorder) runSummary {
 	sum := runSummary{End: end, Seconds: elapsed.Seconds(), Crawler: c.Stats()}
+	if arch != nil {
+		st := arch.Writer().Stats()
+		sum.Archive = &st
+	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if p.dedup != nil {
@@ -272,6 +279,14 @@ func (sum runSummary) print(w io.Writer, crawlID string) {
 			note = "FAILED (" + count(sn.Failures) + " times): " + sn.Error
 		}
 		row("filter snapshot saves", sn.Saves, note)
+	}
+	if a := sum.Archive; a != nil {
+		note := fmt.Sprintf("in %s, %s written", a.Dir, bytesText(uint64(a.Bytes)))
+		if a.Err != "" {
+			note += "; FAILED: " + a.Err
+		}
+		row("WARC files", int64(a.Files), note)
+		row("WARC records", crawl.Sum(a.Records), breakdown(a.Records))
 	}
 	tw.Flush()
 }

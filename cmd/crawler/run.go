@@ -20,7 +20,32 @@ import (
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/testsite"
+	"github.com/sievecrawl/sieve/warc"
 )
+
+// openArchive opens the WARC writer of s, if s keeps an archive: files
+// named after the crawler id, bodies kept up to the crawl's size limit. A
+// directory that cannot be written fails here, before anything is fetched.
+func openArchive(s settings, crawlerID string, maxBody int64) (*warc.Recorder, error) {
+	if s.Warc.Dir == "" {
+		return nil, nil
+	}
+	w, err := warc.Open(warc.Options{
+		Dir: s.Warc.Dir, Prefix: s.Warc.Prefix, CrawlerID: crawlerID, MaxFileSize: int64(s.Warc.MaxFileSize),
+		Info: map[string]string{"http-header-user-agent": s.Crawl.UserAgent, "robots": robotsPolicy(s.Crawl.IgnoreRobots)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("warc.dir: %w", err)
+	}
+	return warc.NewRecorder(w, warc.RecorderOptions{MaxBodySize: maxBody}), nil
+}
+
+func robotsPolicy(ignore bool) string {
+	if ignore {
+		return "ignore"
+	}
+	return "obey"
+}
 
 // seedCommand adds s.Seed to the crawl s.Crawl.ID.
 func seedCommand(ctx context.Context, s settings, stdout io.Writer) error {
@@ -111,6 +136,15 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	opts.Logger = logger
 	opts.Exclusive = s.Embedded
 	opts.Registerer = reg
+	arch, err := openArchive(s, opts.ID, opts.Fetcher.MaxBodySize)
+	if err != nil {
+		return err
+	}
+	if arch != nil {
+		defer arch.Writer().Close()
+		opts.Archive = arch
+		fmt.Fprintf(stderr, "archiving to %s\n", s.Warc.Dir)
+	}
 	c, err := crawl.New(p.js, opts) // it talks to NATS only in Run
 	if err != nil {
 		return err
@@ -118,7 +152,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	defer c.Close()
 	// The watch surface comes up before NATS does: while the crawler waits
 	// for it, /readyz answers 503 and says what it waits for.
-	w, err := startWatch(s, p, c, reg, logger, stderr)
+	w, err := startWatch(s, p, c, arch, reg, logger, stderr)
 	if err != nil {
 		return err
 	}
@@ -166,6 +200,11 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	case errors.Is(err, crawl.ErrMaxPages):
 		end, err = "max pages reached", nil
 	}
+	var archErr error
+	if errors.Is(err, crawl.ErrArchive) {
+		// Said in the summary, then the exit status.
+		end, archErr, err = "stopped: "+err.Error(), err, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -181,7 +220,10 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	// after the worker's last counts (a max-pages run left one that
 	// trailed the summary by the worker's last stats interval).
 	w.close(logger)
-	sum := summarize(ctx, c, p, topo, elapsed, end, base)
+	if arch != nil {
+		stopErr = errors.Join(stopErr, arch.Writer().Close())
+	}
+	sum := summarize(ctx, c, p, topo, elapsed, end, base, arch)
 	if p.worker != nil {
 		// Closing the worker saves its filter: the summary shows the save.
 		stopErr = errors.Join(stopErr, p.worker.Close())
@@ -196,6 +238,9 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	}
 	if stopErr != nil {
 		return fmt.Errorf("dedup worker: %w", stopErr)
+	}
+	if archErr != nil {
+		return archErr
 	}
 	return err
 }

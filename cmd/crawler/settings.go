@@ -10,6 +10,7 @@ import (
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/warc"
 )
 
 // settings is everything the crawler reads; package config fills it from
@@ -18,6 +19,7 @@ type settings struct {
 	config.Config `yaml:",inline"`
 	Crawl         crawlSettings `yaml:"crawl"`
 	Create        crawlCreate   `yaml:",inline"`
+	Warc          warcSettings  `yaml:"warc"`
 
 	Embedded bool          `yaml:"embedded" help:"run the whole pipeline in this process: an embedded NATS server with JetStream and a dedup worker, storing everything under data_dir (the filter in memory, snapshotted there, unless redis.url is set)"`
 	Demo     bool          `yaml:"demo" help:"crawl the bundled demo site, served on loopback by this process (implies embedded unless nats.url is given explicitly)"`
@@ -56,6 +58,13 @@ type crawlSettings struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, time allowed to finish the fetches in hand"`
 }
 
+// warcSettings is the warc section: where and how fetched pages are kept.
+type warcSettings struct {
+	Dir         string       `yaml:"dir" help:"keep every fetch (pages, redirects, errors, robots.txt) as WARC/1.1 files in this directory, a CDXJ index beside each; pages are acknowledged only once written, and a directory that cannot be written stops the crawl; empty: keep nothing"`
+	MaxFileSize config.Bytes `yaml:"max_file_size" help:"size at which a WARC file is closed and the next begun"`
+	Prefix      string       `yaml:"prefix" help:"start of every WARC file name: <prefix>-<17-digit UTC time>-<serial>-<crawler id>.warc.gz"`
+}
+
 func defaultSettings() settings {
 	cfg := config.Default()
 	cfg.HTTP.Addr = "127.0.0.1:0" // the watch page on a free loopback port, printed at start
@@ -84,6 +93,7 @@ func defaultSettings() settings {
 			LeaseTTL:        15 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
 		},
+		Warc:     warcSettings{MaxFileSize: warc.DefaultMaxFileSize, Prefix: "sieve"},
 		DataDir:  "sieve-data",
 		Progress: "auto",
 	}
@@ -118,6 +128,12 @@ func (s settings) validate() error {
 	}
 	if c.MaxPages < 0 {
 		bad("crawl.max_pages", "must be ≥ 0")
+	}
+	if s.Warc.MaxFileSize <= 0 {
+		bad("warc.max_file_size", "must be positive")
+	}
+	if s.Warc.Prefix == "" {
+		bad("warc.prefix", "must not be empty")
 	}
 	if c.MaxRetries < 0 {
 		bad("crawl.max_retries", "must be ≥ 0")

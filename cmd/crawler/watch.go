@@ -14,6 +14,7 @@ import (
 
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/warc"
 	"github.com/sievecrawl/sieve/watch"
 )
 
@@ -32,7 +33,7 @@ type watcher struct{ srv *watch.Server }
 // the run on s.HTTP.Addr (none when empty) and says where. In embedded mode
 // the server announces itself in the data directory and leaves its last
 // report there, for `crawler stats` and `dedup-worker stats --data-dir`.
-func startWatch(s settings, b *backend, c *crawl.Crawler, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
+func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
 	w := &watcher{}
 	if s.HTTP.Addr == "" {
 		return w, nil
@@ -46,6 +47,10 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, reg *prometheus.Regist
 	}
 	if b.dedup != nil {
 		src.Counters = watch.CountersFunc(b.dedup)
+	}
+	if arch != nil {
+		src.Checks["warc"] = arch.Err
+		src.Archive = arch.Writer().Stats
 	}
 	if b.worker != nil {
 		src.Role = "embedded"

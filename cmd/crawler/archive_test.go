@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sievecrawl/sieve/testsite"
+	"github.com/sievecrawl/sieve/warc/warctest"
+)
+
+// archived checks the WARC files of dirs after a crawl of site ended: no
+// file left open, every file valid for the Internet Archive's verifier, and
+// every path the site served with a response in the archive whose payload
+// is byte for byte one the site served for it.
+func archived(t *testing.T, site *testsite.Site, dirs ...string) {
+	t.Helper()
+	var files []string
+	have := map[string]bool{} // path + " " + sha1
+	for _, dir := range dirs {
+		if open, _ := filepath.Glob(filepath.Join(dir, "*.open")); len(open) > 0 {
+			t.Errorf("files left open: %v", open)
+		}
+		fs, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+		files = append(files, fs...)
+		for _, r := range warctest.Records(t, dir) {
+			if r.Get("WARC-Type") != "response" {
+				continue
+			}
+			u, _ := url.Parse(r.Get("WARC-Target-URI"))
+			_, payload := warctest.Payload(t, r)
+			have[u.Path+" "+warctest.SHA1(payload)] = true
+		}
+	}
+	if len(files) == 0 {
+		t.Fatal("no WARC file")
+	}
+	warctest.Verify(t, files...)
+	missing := 0
+	for path, sums := range site.Served() {
+		found := false
+		for _, s := range sums {
+			found = found || have[path+" "+s]
+		}
+		if !found {
+			missing++
+			if missing <= 5 {
+				t.Errorf("%s: served (%d times) but not archived", path, len(sums))
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d paths served but not archived", missing)
+	}
+}
+
+// TestArchiveSurvivesKill kills an archiving crawler (SIGKILL) mid-crawl
+// and runs it again: the file it was writing is cut after its last complete
+// record and closed at the next start, and every page whose records were
+// not written is fetched again, so the archive ends complete and valid.
+func TestArchiveSurvivesKill(t *testing.T) {
+	bin := crawlerBinary(t)
+	site := startSite(t, testsite.Options{Pages: 150, Latency: 10 * time.Millisecond})
+	data, warcDir := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	args := append([]string{"run", "--embedded", "--data-dir", data, "--warc-dir", warcDir, "--idle-exit", "1s"}, testRunFlags(8)...)
+
+	first := exec.CommandContext(ctx, bin, append(args, "--seed", site.URL)...)
+	first.Env = cleanEnv()
+	var stderr syncBuffer
+	first.Stderr = &stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "50 pages served", func() bool { p, _ := siteRequests(site); return p >= 50 })
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if open, _ := filepath.Glob(filepath.Join(warcDir, "*.warc.gz.open")); len(open) != 1 {
+		t.Fatalf("after SIGKILL: open files %v, want the one being written\n%s", open, stderr.String())
+	}
+
+	second := runCrawler(t, ctx, bin, args...)
+	if second.End != "frontier empty" {
+		t.Fatalf("second run ended %q", second.End)
+	}
+	archived(t, site, warcDir)
+}
+
+// TestArchiveDiskFull gives the archive a file system that fills up
+// mid-crawl: the crawler stops fetching, says why in its summary and exits
+// non-zero; the file is valid up to its last complete record; with room
+// again, the next run fetches what was not kept.
+func TestArchiveDiskFull(t *testing.T) {
+	warcDir := t.TempDir()
+	// A small tmpfs of our own (the tests run as root where CI runs).
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", warcDir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mount a small tmpfs: %v: %s", err, out)
+		}
+		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", warcDir).Run() })
+	bin := crawlerBinary(t)
+	site := startSite(t, testsite.Options{Pages: 150})
+	data := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	args := append([]string{"run", "--embedded", "--data-dir", data, "--warc-dir", warcDir, "--idle-exit", "1s"}, testRunFlags(8)...)
+
+	cmd := exec.CommandContext(ctx, bin, append(args, "--seed", site.URL)...)
+	cmd.Env = cleanEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("a full archive disk: exit %v, want non-zero\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "archive failed") || !strings.Contains(stdout.String(), "no space left on device") {
+		t.Errorf("summary does not say the archive failed and why:\n%s", stdout.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(warcDir, "*.warc.gz*"))
+	for _, f := range files {
+		if strings.HasSuffix(f, ".warc.gz") || strings.HasSuffix(f, ".warc.gz.open") {
+			warctest.ReadFile(t, f) // every record whole
+		}
+	}
+
+	if out, err := exec.Command("mount", "-o", "remount,size=20m", warcDir).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	second := runCrawler(t, ctx, bin, args...)
+	if second.End != "frontier empty" {
+		t.Fatalf("second run ended %q", second.End)
+	}
+	archived(t, site, warcDir)
+}
