@@ -74,7 +74,7 @@ go test -count=1 -timeout 25m ./...
 # Every fuzz target for a short budget on top of its saved corpus (which the
 # plain test run above already replays): the URL parser longest, then each
 # decoder of untrusted bytes (snapshots, revisit-window files, Guava streams, pipeline messages,
-# crawled pages, Retry-After headers).
+# crawled pages, Retry-After headers, sitemaps).
 fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "$3" "./$1"; }
 fuzz normalize FuzzURL 20s
 fuzz dedup FuzzReadGuava 5s
@@ -85,3 +85,4 @@ fuzz frontier FuzzDecodeDiscovered 5s
 fuzz frontier FuzzDecodeEntry 5s
 fuzz crawl FuzzFetchLinks 5s
 fuzz crawl FuzzRetryAfter 5s
+fuzz sitemap FuzzParse 5s
