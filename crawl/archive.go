@@ -36,15 +36,23 @@ func archive(fo FetcherOptions, rec *warc.Recorder) FetcherOptions {
 }
 
 // archiveErr returns the archive's failure, if the crawler archives and it
-// failed (the tracker's exchanges, or the writer for good).
-func (c *Crawler) archiveErr(tr *warc.Tracker) error {
+// failed (the tracker's exchanges, or the writer for good), and whether it
+// is for good: a captures store that failed (warc.ErrCaptures) is worth
+// another try later, a file that cannot be written is not.
+func (c *Crawler) archiveErr(tr *warc.Tracker, fetchErr error) (fatal bool, err error) {
 	if c.opts.Archive == nil {
-		return nil
+		return false, nil
+	}
+	if err := c.opts.Archive.Err(); err != nil {
+		return true, err
 	}
 	if err := tr.Err(); err != nil {
-		return err
+		return !errors.Is(err, warc.ErrCaptures), err
 	}
-	return c.opts.Archive.Err()
+	if errors.Is(fetchErr, warc.ErrCaptures) {
+		return false, fetchErr
+	}
+	return false, nil
 }
 
 // archiveFailed hands msg back (it is fetched again after a restart) and
@@ -56,6 +64,25 @@ func (c *Crawler) archiveFailed(msg jetstream.Msg, err error) {
 		c.opts.Logger.Error("archive failed: fetching stops", "err", err)
 		c.stopRun(fmt.Errorf("%w: %w", ErrArchive, err))
 	})
+}
+
+// unchangedLinks returns the links of a page the server said is unchanged
+// (304 to the archive's conditional request): those of the capture that
+// holds its payload, read back from the archive, so a revisit crawl goes on
+// past unchanged pages. False if that capture cannot be read (another
+// crawler's file, say): the page then counts as without links.
+func (c *Crawler) unchangedLinks(entry frontier.Entry, tr *warc.Tracker) ([]string, bool) {
+	r, ok := tr.Of(entry.URL)
+	if !ok || r.Type != "revisit" || r.RefFile == "" {
+		return nil, false
+	}
+	resp, err := c.opts.Archive.Writer().ReadResponse(r.RefFile, r.RefOffset)
+	if err != nil {
+		c.opts.Logger.Warn("links of an unchanged page: capture unreadable", "url", entry.URL, "err", err)
+		return nil, false
+	}
+	defer resp.Body.Close()
+	return c.fetcher.stored(entry.URL, resp).Links, true
 }
 
 // fetchedEvent is the record of the fetch of entry that started at start.

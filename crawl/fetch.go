@@ -507,6 +507,30 @@ func (f *Fetcher) do(ctx context.Context, rawURL string) (*fetchResult, error) {
 	return r, nil
 }
 
+// stored returns the links of resp, a response to rawURL kept earlier (the
+// archive's capture of a page a 304 said is unchanged), as Fetch would have
+// found them.
+func (f *Fetcher) stored(rawURL string, resp *http.Response) Page {
+	r := &fetchResult{max: f.opts.MaxLinks, maxLen: f.opts.MaxURLLength, seen: map[string]bool{}}
+	r.page.Status = resp.StatusCode
+	r.page.ContentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if hasNoFollow(xRobotsTag(resp.Header.Values("X-Robots-Tag"), robotsToken(f.opts.UserAgent))) {
+		return r.page
+	}
+	if t := r.page.ContentType; t != "" && t != "text/html" && t != "application/xhtml+xml" {
+		return r.page
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBodySize))
+	if err != nil {
+		return r.page
+	}
+	f.parse(rawURL, resp, body, r)
+	if r.page.NoFollow {
+		r.page.Links = nil
+	}
+	return r.page
+}
+
 // parse has colly read body, the HTML answer resp gave for rawURL, into r.
 func (f *Fetcher) parse(rawURL string, resp *http.Response, body []byte, r *fetchResult) {
 	id := strconv.FormatUint(f.nextID.Add(1), 36)

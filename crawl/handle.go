@@ -3,6 +3,7 @@ package crawl
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -117,13 +118,18 @@ func (c *Crawler) handle(key string, j *job) {
 	wait, fctx := r.ctx, ctx
 	var tr *warc.Tracker
 	if o.Archive != nil {
-		tr = warc.NewTracker(entry.Crawl)
+		tr = warc.NewTracker(entry.Crawl, entry.URL)
 		wait, fctx = tr.Context(wait), tr.Context(ctx)
 	}
 	page, pause, err := c.fetcher.fetch(wait, fctx, entry.URL)
 	c.sched.Done(key, start, pause)
-	if aerr := c.archiveErr(tr); aerr != nil {
-		c.archiveFailed(msg, aerr)
+	if fatal, aerr := c.archiveErr(tr, err); aerr != nil {
+		if fatal {
+			c.archiveFailed(msg, aerr)
+		} else {
+			c.started.Add(-1)
+			c.retryLater(msg, aerr.Error())
+		}
 		return
 	}
 	var fe *FetchError
@@ -156,6 +162,13 @@ func (c *Crawler) handle(key string, j *job) {
 	c.stats.fetched(entry.Crawl, u.Hostname(), page)
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
 	links := page.Links
+	if page.Status == http.StatusNotModified && tr != nil {
+		if l, ok := c.unchangedLinks(entry, tr); ok {
+			links = l
+		} else {
+			c.stats.dropLink("unchanged_unreadable")
+		}
+	}
 	if page.Redirect != "" {
 		hops, err := c.redirects.hops(ctx, entry.URL)
 		if err != nil {

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"maps"
+	"net/http"
 	"sort"
 	"sync"
 )
@@ -32,6 +33,9 @@ type Stats struct {
 	Pages     int64 `json:"pages"`
 	Files     int64 `json:"files"`
 	Redirects int64 `json:"redirects"`
+	// Unchanged counts 304 Not Modified answers to conditional requests
+	// (revisits of an archived crawl).
+	Unchanged int64 `json:"unchanged,omitempty"`
 	// Outcomes counts fetch attempts by outcome (Outcome2xx …
 	// OutcomeFailed); a retried URL counts once per attempt.
 	Outcomes map[string]int64 `json:"outcomes"`
@@ -181,6 +185,8 @@ func (c *counters) fetched(crawl, host string, p *Page) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case p.Status == http.StatusNotModified:
+		c.s.Unchanged++
 	case p.Redirect != "" || p.Status >= 300:
 		c.s.Redirects++
 	case p.ContentType == "" || p.ContentType == "text/html" || p.ContentType == "application/xhtml+xml":

@@ -75,6 +75,13 @@ type Counts interface {
 	Forget(ctx context.Context, id string) (CountsDeleted, error)
 }
 
+// Captures holds the crawls' last captures, what an archiving crawler
+// revisits against (captures.Redis, captures.KV).
+type Captures interface {
+	// Delete removes a crawl's captures, returning how many entries.
+	Delete(ctx context.Context, id string) (int64, error)
+}
+
 // Options are a Store's parts besides its registry and queues. A nil part
 // is not there: a deployment whose workers keep their filters in memory
 // without snapshot files has no Filters the Store can reach.
@@ -83,6 +90,8 @@ type Options struct {
 	Filters Filters
 	// Counts are the dedup workers' per-crawl counts.
 	Counts Counts
+	// Captures are the archive's last captures of the crawls' URLs.
+	Captures Captures
 	// Now stamps created crawls (default time.Now).
 	Now func() time.Time
 }
@@ -340,6 +349,8 @@ type Deleted struct {
 	Filter FilterDeleted
 	// Counts are its counts deleted (nil without Counts).
 	Counts *CountsDeleted
+	// Captures is how many of its last captures were deleted.
+	Captures int64
 	// Record is its record as it was; nil if it had none.
 	Record *frontier.CrawlRecord
 }
@@ -349,7 +360,7 @@ type Deleted struct {
 func (d Deleted) URLs() uint64 { return d.Queues.Frontier }
 
 // Delete removes a crawl: its frontier and discovered messages, its filter,
-// its counts and its record, in that order, so that a Delete that fails
+// its counts, its captures and its record, in that order, so that a Delete that fails
 // part way can be run again. A crawl without a record is not an error: what
 // else it left is removed, and Deleted.Record is nil. Once Delete returns,
 // the id may name a new crawl.
@@ -377,6 +388,11 @@ func (s *Store) Delete(ctx context.Context, id string) (Deleted, error) {
 			return d, fmt.Errorf("crawls: delete %s counts: %w", id, err)
 		}
 		d.Counts = &cd
+	}
+	if s.opts.Captures != nil {
+		if d.Captures, err = s.opts.Captures.Delete(ctx, id); err != nil {
+			return d, fmt.Errorf("crawls: delete %s captures: %w", id, err)
+		}
 	}
 	if known {
 		if err := s.reg.Delete(ctx, id); err != nil {

@@ -27,6 +27,7 @@
 package testsite
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -56,6 +57,13 @@ type Options struct {
 	// "localhost" in its URLs. Any other address names the site by itself,
 	// so several sites can be distinct hosts.
 	Addr string
+	// PageBytes pads every HTML page with text to about this size, as
+	// real pages are (tens of kilobytes of HTML); 0: no padding.
+	PageBytes int
+	// Validators makes the site answer as a static web server does: an
+	// ETag on every 200, and 304 Not Modified to a request whose
+	// If-None-Match names the page as it is.
+	Validators bool
 }
 
 func (o Options) withDefaults() Options {
@@ -386,6 +394,11 @@ func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
 	defer end()
 	hook := &headerHook{ResponseWriter: w, onHeader: end, body: sha1.New()}
 	w = hook
+	if s.opts.Validators {
+		vw := &validating{header: http.Header{}}
+		defer vw.finish(hook, r)
+		w = vw
+	}
 	defer func() {
 		sum := hex.EncodeToString(hook.body.Sum(nil))
 		s.mu.Lock()
@@ -483,8 +496,43 @@ func (s *Site) calendar(w http.ResponseWriter, rest string) {
 
 func (s *Site) html(w http.ResponseWriter, title, body string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	fmt.Fprintf(w, "<!doctype html>\n<html><head><title>%s</title></head><body><h1>%s</h1>\n%s\n<p>%s</p></body></html>\n",
-		title, title, body, filler)
+	fmt.Fprintf(w, "<!doctype html>\n<html><head><title>%s</title></head><body><h1>%s</h1>\n%s\n<p>%s</p>%s</body></html>\n",
+		title, title, body, filler, s.padding(title))
+}
+
+// words are what padding is made of: text compresses about as real
+// pages' text does when drawn from a vocabulary this size.
+var words = strings.Fields(`the of and to in is that it was for on are as with his they at be this from have or by one had not but
+what all were when we there can an your which their said if do will each about how up out them then she many some so these would
+other into has more her two like him see time could no make than first been its who now people my made over did down only way find
+use may water long little very after words called just where most know get through back much before go good new write our used me
+man too any day same right look think also around another came come work three word must because does part even place well such
+here take why things help put years different away again off went old number great tell men say small every found still between
+name should home big give air line set own under read last never us left end along while might next sound below saw something
+thought both few those always looked show large often together asked house world going want school important until form food keep
+children feet land side without boy once animals life enough took sometimes four head above kind began almost live page got earth`)
+
+// padding is deterministic filler text making a page about PageBytes long.
+func (s *Site) padding(title string) string {
+	if s.opts.PageBytes <= 0 {
+		return ""
+	}
+	seed := uint64(len(title))
+	for _, c := range title {
+		seed = seed*31 + uint64(c)
+	}
+	var b strings.Builder
+	b.WriteString("\n<p>")
+	for i := 0; b.Len() < s.opts.PageBytes; i++ {
+		b.WriteString(words[rand(seed, i, 7)%uint64(len(words))])
+		if i%12 == 11 {
+			b.WriteString(".</p>\n<p>")
+		} else {
+			b.WriteByte(' ')
+		}
+	}
+	b.WriteString("</p>")
+	return b.String()
 }
 
 const filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat."
@@ -594,6 +642,49 @@ func (s *Site) spell(from, to, v int, based bool) string {
 	default:
 		return "/x/../p/" + strconv.Itoa(to)
 	}
+}
+
+// validating holds a response back to answer as a static server does:
+// with an ETag (the body's digest) on a 200, or 304 Not Modified when the
+// request's If-None-Match names it.
+type validating struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (v *validating) Header() http.Header { return v.header }
+
+func (v *validating) WriteHeader(code int) {
+	if v.status == 0 {
+		v.status = code
+	}
+}
+
+func (v *validating) Write(b []byte) (int, error) {
+	v.WriteHeader(http.StatusOK)
+	return v.body.Write(b)
+}
+
+func (v *validating) finish(w http.ResponseWriter, r *http.Request) {
+	if v.status == 0 {
+		v.status = http.StatusOK
+	}
+	for k, vs := range v.header {
+		w.Header()[k] = vs
+	}
+	if v.status == http.StatusOK {
+		sum := sha1.Sum(v.body.Bytes())
+		etag := `"` + hex.EncodeToString(sum[:8]) + `"`
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			w.Header().Del("Content-Type")
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	w.WriteHeader(v.status)
+	_, _ = w.Write(v.body.Bytes())
 }
 
 // headerHook calls onHeader when the response headers are written, and

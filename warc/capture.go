@@ -180,11 +180,11 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp:  newSpool(r.opts.SpoolMemory, r.opts.SpoolDir),
 	}
 	var last *Capture
-	if r.opts.Captures != nil && tr != nil && req.Method == http.MethodGet {
+	if r.opts.Captures != nil && tr != nil && req.Method == http.MethodGet && tr.target == ex.url {
 		c, ok, err := r.opts.Captures.Last(req.Context(), tr.crawl, ex.url)
 		if err != nil {
 			ex.release()
-			return nil, fmt.Errorf("warc: last capture of %s: %w", ex.url, err)
+			return nil, fmt.Errorf("%w: last capture of %s: %w", ErrCaptures, ex.url, err)
 		}
 		if ok {
 			last = &c
@@ -315,6 +315,7 @@ func (b *body) record(cut bool) error {
 // Tracker collects the outcomes of the exchanges recorded for one fetch.
 type Tracker struct {
 	crawl   string
+	target  string // the URL fetched: only its request is made conditional
 	mu      sync.Mutex
 	results []Result
 }
@@ -322,14 +323,16 @@ type Tracker struct {
 type trackerKey struct{}
 
 // Track returns a context whose requests report their recorded exchanges to
-// the returned Tracker, as exchanges of crawl.
-func Track(ctx context.Context, crawl string) (context.Context, *Tracker) {
-	t := NewTracker(crawl)
+// the returned Tracker, as exchanges of a fetch of target for crawl.
+func Track(ctx context.Context, crawl, target string) (context.Context, *Tracker) {
+	t := NewTracker(crawl, target)
 	return t.Context(ctx), t
 }
 
-// NewTracker returns a Tracker of exchanges of crawl.
-func NewTracker(crawl string) *Tracker { return &Tracker{crawl: crawl} }
+// NewTracker returns a Tracker of the exchanges of a fetch of target for
+// crawl. Only the request for target is made conditional (robots.txt, say,
+// is always read whole).
+func NewTracker(crawl, target string) *Tracker { return &Tracker{crawl: crawl, target: target} }
 
 // Context returns ctx whose requests report to t.
 func (t *Tracker) Context(ctx context.Context) context.Context {

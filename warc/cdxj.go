@@ -8,6 +8,7 @@ import (
 	"hash"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,4 +133,60 @@ func sortIndex(from, to string) error {
 		return fmt.Errorf("warc: write index: %w", err)
 	}
 	return os.Remove(from)
+}
+
+// IndexEntry is one capture as a CDXJ index lists it.
+type IndexEntry struct {
+	Time     string `json:"time"` // 14-digit UTC
+	URL      string `json:"url"`
+	MIME     string `json:"mime,omitempty"`
+	Status   string `json:"status,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	Length   string `json:"length"`
+	Offset   string `json:"offset"`
+	Filename string `json:"filename"`
+}
+
+// Lookup returns the captures of rawURL that the CDXJ indexes in dir list
+// (closed files' and the one being written), oldest first.
+func Lookup(dir, rawURL string) ([]IndexEntry, error) {
+	var files []string
+	for _, pat := range []string{"*.cdxj", "*.cdxj" + openSuffix} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, m...)
+	}
+	key := SURT(rawURL) + " "
+	var out []IndexEntry
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, fmt.Errorf("warc: index: %w", err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, key) {
+				continue
+			}
+			rest := line[len(key):]
+			ts, js, ok := strings.Cut(rest, " ")
+			var e IndexEntry
+			if !ok || json.Unmarshal([]byte(js), &e) != nil || e.URL != rawURL {
+				continue
+			}
+			e.Time = ts
+			out = append(out, e)
+		}
+		err = sc.Err()
+		fh.Close()
+		if err != nil {
+			return nil, fmt.Errorf("warc: index %s: %w", f, err)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time < out[j].Time })
+	return out, nil
 }

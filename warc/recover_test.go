@@ -93,7 +93,7 @@ func TestWriteFailureStops(t *testing.T) {
 	w.mu.Lock()
 	w.file.Close() // every later write fails, as on a full or lost disk
 	w.mu.Unlock()
-	ctx, tr := Track(context.Background(), "c")
+	ctx, tr := Track(context.Background(), "c", srv.URL+"/gzip")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/gzip", nil)
 	resp, err := c.Do(req)
 	if err != nil {

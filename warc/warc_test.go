@@ -34,11 +34,13 @@ func site(t *testing.T) (*httptest.Server, map[string][]byte) {
 		"/long":     bytes.Repeat([]byte("0123456789"), 300_000), // 3 MB
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/fixed", func(w http.ResponseWriter, r *http.Request) {
+	fixed := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		w.Header().Set("Content-Length", fmt.Sprint(len(bodies["/fixed"])))
 		w.Write(bodies["/fixed"])
-	})
+	}
+	mux.HandleFunc("/fixed", fixed)
+	mux.HandleFunc("/copy", fixed) // the same page under another URL
 	mux.HandleFunc("/chunked", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		b := bodies["/chunked"]
@@ -125,7 +127,7 @@ func TestRecordExchanges(t *testing.T) {
 	c := client(rec)
 	paths := []string{"/fixed", "/chunked", "/gzip", "/missing", "/redirect", "/fixed", "/long"}
 	for _, p := range paths {
-		ctx, tr := Track(context.Background(), "c1")
+		ctx, tr := Track(context.Background(), "c1", srv.URL+p)
 		// Read only part of some bodies: the recorder reads the rest.
 		limit := int64(100)
 		if p == "/fixed" {
@@ -285,4 +287,32 @@ func TestSURT(t *testing.T) {
 			t.Errorf("SURT(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// TestPayloadStoredOnce: within a crawl, a payload already stored under
+// another URL is written as a revisit record of the first (profile
+// identical-payload-digest), in another crawl in full.
+func TestPayloadStoredOnce(t *testing.T) {
+	srv, _ := site(t)
+	dir := t.TempDir()
+	w, err := Open(Options{Dir: dir, CrawlerID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(NewRecorder(w, RecorderOptions{Captures: NewMemCaptures()}))
+	for _, f := range []struct{ crawl, path, want string }{
+		{"a", "/fixed", "response"}, {"a", "/copy", "revisit"}, {"b", "/copy", "response"}, {"a", "/fixed", "revisit"},
+	} {
+		ctx, tr := Track(context.Background(), f.crawl, srv.URL+f.path)
+		get(t, c, ctx, srv.URL+f.path, 1<<30)
+		res, _ := tr.Of(srv.URL + f.path)
+		if res.Type != f.want {
+			t.Errorf("crawl %s %s: %s record, want %s", f.crawl, f.path, res.Type, f.want)
+		}
+		if f.want == "revisit" && (res.Profile != ProfileIdenticalPayload || res.RefersTo != srv.URL+"/fixed") {
+			t.Errorf("crawl %s %s: revisit %s of %s", f.crawl, f.path, res.Profile, res.RefersTo)
+		}
+	}
+	w.Close()
+	warctest.Verify(t, firstFile(t, dir))
 }

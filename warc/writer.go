@@ -162,6 +162,11 @@ func (w *Writer) Close() error {
 	return w.closeFile()
 }
 
+// ErrCaptures wraps a failure of the Captures store: the exchange may have
+// been written, but its capture not recorded; worth fetching again later,
+// unlike a failure to write.
+var ErrCaptures = errors.New("warc: captures")
+
 // ErrClosed is returned for records given to a closed Writer.
 var ErrClosed = errors.New("warc: writer closed")
 
@@ -361,6 +366,10 @@ type Result struct {
 	Offset    int64  // where the record's gzip member begins
 	Length    int64  // the member's length
 	RefersTo  string // a revisit's original URL
+	// RefFile and RefOffset locate the record holding a revisit's
+	// payload (ReadResponse reads it).
+	RefFile   string
+	RefOffset int64
 }
 
 // writeExchange writes the request and response records of ex (or a revisit
@@ -377,7 +386,7 @@ func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, 
 	}
 	ref, profile, err := revisitOf(ctx, crawl, ex.url, resp, perr == nil && !truncated, last, captures)
 	if err != nil {
-		return res, fmt.Errorf("warc: captures: %w", err)
+		return res, fmt.Errorf("%w: %w", ErrCaptures, err)
 	}
 	reqRec, err := requestRecord(ex, res.Date)
 	if err != nil {
@@ -386,6 +395,7 @@ func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, 
 	var respRec gowarc.WarcRecord
 	if ref != nil {
 		res.Type, res.Profile, res.RefersTo, res.Digest = "revisit", profile, ref.PayloadURL, ref.Digest
+		res.RefFile, res.RefOffset = ref.File, ref.Offset
 		respRec, err = revisitRecord(ex, res.Date, resp, ref, profile)
 	} else {
 		respRec, err = responseRecord(ex, res.Date, resp, perr == nil, truncated)
@@ -416,7 +426,7 @@ func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, 
 		}
 	}
 	if err := captures.Put(ctx, crawl, ex.url, c); err != nil {
-		return res, fmt.Errorf("warc: captures: %w", err)
+		return res, fmt.Errorf("%w: %w", ErrCaptures, err)
 	}
 	return res, nil
 }

@@ -3,17 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sievecrawl/sieve/testsite"
+	"github.com/sievecrawl/sieve/warc"
 	"github.com/sievecrawl/sieve/warc/warctest"
 )
 
@@ -95,6 +99,27 @@ func TestArchiveSurvivesKill(t *testing.T) {
 		t.Fatalf("second run ended %q", second.End)
 	}
 	archived(t, site, warcDir)
+
+	// Where is the capture of a page: any spelling of its URL finds it,
+	// in the capture store and in the indexes.
+	code, out, errOut := runCLI(t, ctx, "captures", "--data-dir", data, "--warc-dir", warcDir, "--json", strings.ToUpper(site.URL[:4])+site.URL[4:]+"p/./0#top")
+	var got []urlCaptures
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 1 {
+		t.Fatalf("captures: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	c := got[0]
+	if c.URL != site.URL+"p/0" || c.Last == nil || len(c.Index) == 0 {
+		t.Fatalf("captures of /p/0: %+v", c)
+	}
+	resp, err := warc.ReadResponse(filepath.Join(warcDir, c.Last.File), c.Last.Offset)
+	if err != nil {
+		t.Fatalf("the capture store's location: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !slices.Contains(site.Served()["/p/0"], warctest.SHA1(body)) {
+		t.Error("the capture store points at a record whose payload the site did not serve for /p/0")
+	}
 }
 
 // TestArchiveDiskFull gives the archive a file system that fills up

@@ -13,11 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/warc"
 	"github.com/sievecrawl/sieve/watch"
 )
 
@@ -120,7 +122,32 @@ func (s settings) crawlStore(ctx context.Context, js jetstream.JetStream, rdb re
 	case s.Embedded:
 		o.Counts = s.lastReport()
 	}
+	if !listing {
+		caps, err := s.captureStore(ctx, js, rdb)
+		if err != nil {
+			return nil, err
+		}
+		o.Captures = caps
+	}
 	return crawls.Open(ctx, js, topo, o)
+}
+
+// captureStore is where archiving crawlers keep their last captures: in
+// Redis when the pipeline has one, else in a bucket of its NATS (the
+// embedded mode's, in its data dir).
+func (s settings) captureStore(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient) (captureStore, error) {
+	topo := s.Frontier.Topology().WithDefaults()
+	if rdb != nil {
+		return captures.Redis{Client: rdb, Prefix: topo.Prefix}, nil
+	}
+	return captures.OpenKV(ctx, js, topo)
+}
+
+// captureStore is a crawl's captures, read and written by the archive,
+// deleted with the crawl.
+type captureStore interface {
+	warc.Captures
+	crawls.Captures
 }
 
 // lastReport is the report the last embedded run left in the data dir.
@@ -144,16 +171,11 @@ func (s settings) redisClient() (redis.UniversalClient, func(), error) {
 // crawlsCommand lists the crawls on the pipeline with their settings and
 // queues.
 func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writer) error {
-	js, closeConn, err := connectJS(s, "sieve-crawler-crawls", false)
+	js, rdb, closeAll, err := s.stores("sieve-crawler-crawls")
 	if err != nil {
 		return err
 	}
-	defer closeConn()
-	rdb, closeRedis, err := s.redisClient()
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
+	defer closeAll()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	store, err := s.crawlStore(ctx, js, rdb, true)
@@ -215,6 +237,21 @@ func orDash(ok bool, s string) string {
 // connectJS connects to the pipeline's NATS once (failing at once if it is
 // down); in embedded mode it opens the data dir's (openDataDir), which
 // create makes if no run has used it yet.
+// stores connects to where the crawls are kept: NATS (or the data dir's)
+// and Redis if configured (nil otherwise). close releases both.
+func (s settings) stores(name string) (js jetstream.JetStream, rdb redis.UniversalClient, close func(), err error) {
+	js, closeConn, err := connectJS(s, name, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rdb, closeRedis, err := s.redisClient()
+	if err != nil {
+		closeConn()
+		return nil, nil, nil, err
+	}
+	return js, rdb, func() { closeRedis(); closeConn() }, nil
+}
+
 func connectJS(s settings, name string, create bool) (jetstream.JetStream, func(), error) {
 	if s.Embedded {
 		return openDataDir(s, name, create) // the data dir's own NATS
@@ -239,16 +276,11 @@ func deleteCrawlCommand(ctx context.Context, s settings, ids []string, stdout io
 			return err
 		}
 	}
-	js, closeConn, err := connectJS(s, "sieve-crawler-delete", false)
+	js, rdb, closeAll, err := s.stores("sieve-crawler-delete")
 	if err != nil {
 		return err
 	}
-	defer closeConn()
-	rdb, closeRedis, err := s.redisClient()
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
+	defer closeAll()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	store, err := s.crawlStore(ctx, js, rdb, false)

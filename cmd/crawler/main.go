@@ -44,6 +44,8 @@ const usage = `Usage:
   crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
   crawler crawls [--json]        the crawls on the pipeline: settings, seeds, queued URLs
   crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
+  crawler captures URL…          where the crawl's captures of URLs are: its last (exact), and with
+                                 --warc-dir every one its CDXJ indexes list
   crawler seed --data-dir DIR URL…
                                  add seeds to a crawl of DIR, for the next 'crawler run --embedded'
   crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it reports)
@@ -62,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "seed", "run", "stats", "crawls", "delete-crawl":
+	case "seed", "run", "stats", "crawls", "delete-crawl", "captures":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -95,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "delete-crawl":
 		err = deleteCrawlCommand(ctx, s, inv.args, stdout)
+	case "captures":
+		err = capturesCommand(ctx, s, inv.args, inv.json, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "crawler:", err)
@@ -120,7 +124,7 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	fs := inv.flags
 	fs.SetOutput(io.Discard) // errors are returned, help printed by the caller
 	var jsonOut *bool
-	if cmd == "run" || cmd == "stats" || cmd == "crawls" {
+	if cmd == "run" || cmd == "stats" || cmd == "crawls" || cmd == "captures" {
 		jsonOut = fs.Bool("json", false, "print the final summary as JSON on stdout")
 	}
 	inv.loader = config.NewLoader(fs, &inv.settings)
@@ -144,6 +148,10 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 		if inv.args = fs.Args(); len(inv.args) == 0 {
 			return inv, errors.New("give the id of the crawl to delete")
 		}
+	} else if cmd == "captures" {
+		if inv.args = fs.Args(); len(inv.args) == 0 {
+			return inv, errors.New("give the URL whose captures to show")
+		}
 	} else if fs.NArg() > 0 {
 		return inv, fmt.Errorf("unexpected arguments %q (seeds go in --seed)", fs.Args())
 	}
@@ -153,7 +161,7 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	}
 	// seed, crawls and delete-crawl given a data dir act on the embedded
 	// crawls stored there, unless a NATS server was named.
-	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
+	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl" || cmd == "captures") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
 		s.Embedded = true
 	}
 	if err := errors.Join(s.Config.Validate(), s.validate()); err != nil {

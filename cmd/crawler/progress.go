@@ -255,6 +255,9 @@ func (sum runSummary) print(w io.Writer, crawlID string) {
 	row("HTML pages", st.Pages, "")
 	row("other files", st.Files, "not parsed")
 	row("redirects", st.Redirects, "targets sent through dedup")
+	if st.Unchanged > 0 {
+		row("unchanged", st.Unchanged, "304 to a revisit's conditional request")
+	}
 	row("failed", crawl.Sum(st.Failed), breakdown(st.Failed))
 	row("retried", crawl.Sum(st.Retried), breakdown(st.Retried))
 	row("skipped", crawl.Sum(st.Skipped), breakdown(st.Skipped))

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
@@ -26,7 +28,7 @@ import (
 // openArchive opens the WARC writer of s, if s keeps an archive: files
 // named after the crawler id, bodies kept up to the crawl's size limit. A
 // directory that cannot be written fails here, before anything is fetched.
-func openArchive(s settings, crawlerID string, maxBody int64) (*warc.Recorder, error) {
+func openArchive(s settings, crawlerID string, maxBody int64, caps warc.Captures) (*warc.Recorder, error) {
 	if s.Warc.Dir == "" {
 		return nil, nil
 	}
@@ -37,7 +39,52 @@ func openArchive(s settings, crawlerID string, maxBody int64) (*warc.Recorder, e
 	if err != nil {
 		return nil, fmt.Errorf("warc.dir: %w", err)
 	}
-	return warc.NewRecorder(w, warc.RecorderOptions{MaxBodySize: maxBody}), nil
+	return warc.NewRecorder(w, warc.RecorderOptions{MaxBodySize: maxBody, Captures: caps}), nil
+}
+
+// lazyCaptures opens the capture store on first use: the crawler is built
+// before NATS is reached.
+type lazyCaptures struct {
+	open  func(context.Context) (warc.Captures, error)
+	mu    sync.Mutex
+	store warc.Captures
+}
+
+func (l *lazyCaptures) get(ctx context.Context) (warc.Captures, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.store == nil {
+		st, err := l.open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l.store = st
+	}
+	return l.store, nil
+}
+
+func (l *lazyCaptures) Last(ctx context.Context, crawl, url string) (warc.Capture, bool, error) {
+	st, err := l.get(ctx)
+	if err != nil {
+		return warc.Capture{}, false, err
+	}
+	return st.Last(ctx, crawl, url)
+}
+
+func (l *lazyCaptures) ByDigest(ctx context.Context, crawl, digest string) (warc.Capture, bool, error) {
+	st, err := l.get(ctx)
+	if err != nil {
+		return warc.Capture{}, false, err
+	}
+	return st.ByDigest(ctx, crawl, digest)
+}
+
+func (l *lazyCaptures) Put(ctx context.Context, crawl, url string, c warc.Capture) error {
+	st, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return st.Put(ctx, crawl, url, c)
 }
 
 func robotsPolicy(ignore bool) string {
@@ -136,7 +183,9 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	opts.Logger = logger
 	opts.Exclusive = s.Embedded
 	opts.Registerer = reg
-	arch, err := openArchive(s, opts.ID, opts.Fetcher.MaxBodySize)
+	arch, err := openArchive(s, opts.ID, opts.Fetcher.MaxBodySize, &lazyCaptures{open: func(ctx context.Context) (warc.Captures, error) {
+		return s.captureStore(ctx, p.js, p.rdb)
+	}})
 	if err != nil {
 		return err
 	}
@@ -278,7 +327,9 @@ type backend struct {
 	// stopWorker stops the embedded dedup worker (worker.Close then saves
 	// its filter); nil for an external pipeline.
 	stopWorker func() error
-	closers    []func() error
+	// rdb is the deployment's Redis; nil without one (and embedded).
+	rdb     redis.UniversalClient
+	closers []func() error
 }
 
 // drain waits, at most d, for the discovered stream to be empty.
@@ -326,6 +377,7 @@ func connect(s settings) (*backend, error) {
 			return nil, err
 		}
 		p.dedup = stats.NewRedis(rdb, s.Frontier.Prefix).Snapshot
+		p.rdb = rdb
 		p.closers = append(p.closers, rdb.Close)
 	}
 	return p, nil

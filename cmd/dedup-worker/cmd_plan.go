@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
 )
@@ -58,7 +59,16 @@ func cmdPlan(_ context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int
 		return exitOK
 	}
 	printPlans(e.stdout, plans)
+	printCaptures(e.stdout, plans[0].URLs)
 	return exitOK
+}
+
+// printCaptures adds what archiving crawlers keep beside the filter: each
+// URL's last capture, for revisit records (package captures).
+func printCaptures(w io.Writer, urls int64) {
+	b := uint64(urls) * captures.BytesPerURL
+	fmt.Fprintf(w, "\nArchiving crawlers (warc.dir) also keep each URL's last capture in Redis, for revisits:\n")
+	fmt.Fprintf(w, "  about %d bytes per URL, %s for %s URLs, spread over %d keys per crawl\n", captures.BytesPerURL, bytesText(b), num(urls), 2*captures.Shards)
 }
 
 // planOptions reads the command's flags, defaulting to the filter section.
