@@ -83,6 +83,8 @@ fuzz dedup FuzzReadCuckoo 5s
 fuzz dedup FuzzReadWindow 5s
 fuzz frontier FuzzDecodeDiscovered 5s
 fuzz frontier FuzzDecodeEntry 5s
+fuzz frontier FuzzDecodeFetched 5s
+fuzz warc FuzzScan 5s
 fuzz crawl FuzzFetchLinks 5s
 fuzz crawl FuzzRetryAfter 5s
 fuzz sitemap FuzzParse 5s

@@ -240,3 +240,42 @@ func TestRevisitStoresOnlyChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestSitemaps crawls a site whose robots.txt names a sitemap index: the
+// index, a gzipped XML sitemap and a text one are each fetched once and
+// archived, the pages only they list are crawled, and the malformed
+// sitemap and the bad line are counted by reason, not fatal.
+func TestSitemaps(t *testing.T) {
+	site := startSite(t, testsite.Options{Pages: 30, Sitemaps: true})
+	dir := t.TempDir()
+	_, st, _ := archiveCrawlOn(t, site, dir, nil)
+	got := site.Fetches()
+	for _, p := range []string{"/sitemap_index.xml", "/sitemap-1.xml.gz", "/sitemap-2.txt", "/sitemap-bad.xml"} {
+		if got[p] != 1 {
+			t.Errorf("%s fetched %d times, want 1", p, got[p])
+		}
+	}
+	for i := range testsite.Orphans {
+		if p := "/orphan/" + strconv.Itoa(i); got[p] != 1 {
+			t.Errorf("%s (listed only in a sitemap) fetched %d times, want 1", p, got[p])
+		}
+	}
+	// The index lists 3 sitemaps; they list the orphans, /p/0, and /p/1
+	// before the malformed one breaks off.
+	if want := int64(3 + testsite.Orphans + 1 + 1); st.Sitemaps != 4 || st.SitemapURLs != want {
+		t.Errorf("sitemaps read %d listing %d URLs, want 4 listing %d", st.Sitemaps, st.SitemapURLs, want)
+	}
+	if st.SitemapInvalid["malformed_xml"] != 1 || st.SitemapInvalid["bad_url"] != 1 {
+		t.Errorf("invalid sitemaps by reason: %v, want malformed_xml 1 and bad_url 1", st.SitemapInvalid)
+	}
+	archivedPaths := map[string]bool{}
+	for _, r := range warctest.Records(t, dir) {
+		if r.Get("WARC-Type") == "response" {
+			u, _ := url.Parse(r.Get("WARC-Target-URI"))
+			archivedPaths[u.Path] = true
+		}
+	}
+	if !archivedPaths["/sitemap-1.xml.gz"] || !archivedPaths["/orphan/3"] {
+		t.Error("sitemaps and the pages they list are not archived")
+	}
+}

@@ -180,6 +180,8 @@ type Crawler struct {
 	jobCancel context.CancelFunc
 	closeOnce sync.Once
 
+	sitemapsSeen sitemapsSeen
+
 	stopMu      sync.Mutex
 	stop        context.CancelCauseFunc // ends Run with a cause
 	archiveOnce sync.Once

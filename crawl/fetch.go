@@ -140,6 +140,8 @@ type Page struct {
 	NoFollow  bool // the page asked not to follow its links
 	Truncated bool // the body was longer than MaxBodySize and was cut
 	Dropped   int  // links dropped: too long or beyond MaxLinks
+
+	sitemap *sitemapResult // what a sitemap document held
 }
 
 // Reason names why a fetch failed, for counting.
@@ -338,6 +340,7 @@ func (f *Fetcher) Close() error {
 // fetchResult collects what colly's callbacks learn about one fetch.
 type fetchResult struct {
 	page     Page
+	sitemap  *sitemapResult // of a sitemap fetch
 	max      int
 	maxLen   int
 	seen     map[string]bool
@@ -384,6 +387,15 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*Page, error) {
 // (its robots.txt Crawl-delay, bounded by MaxCrawlDelay); a Retry-After is in
 // the FetchError.
 func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, time.Duration, error) {
+	return f.fetchAs(wait, ctx, rawURL, nil)
+}
+
+// bodyReader reads a 2xx body into the fetch's result in place of the HTML
+// link extraction (sitemaps).
+type bodyReader func(resp *http.Response, r *fetchResult) error
+
+// fetchAs is fetch with read, if not nil, reading 2xx bodies.
+func (f *Fetcher) fetchAs(wait, ctx context.Context, rawURL string, read bodyReader) (*Page, time.Duration, error) {
 	if f.closed.Load() {
 		return nil, 0, errors.New("crawl: fetcher closed")
 	}
@@ -417,7 +429,7 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, time.D
 		return nil, 0, err
 	}
 	start := time.Now()
-	r, err := f.do(ctx, rawURL)
+	r, err := f.do(ctx, rawURL, read)
 	<-f.parallel
 	if f.observe != nil {
 		f.observe(time.Since(start))
@@ -429,6 +441,7 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, time.D
 		return nil, pause, classify(rawURL, err)
 	}
 	p := &r.page
+	p.sitemap = r.sitemap
 	switch {
 	case p.Status >= 200 && p.Status < 400:
 		if p.NoFollow {
@@ -458,7 +471,7 @@ func (f *Fetcher) fetch(wait, ctx context.Context, rawURL string) (*Page, time.D
 
 // do makes the HTTP exchange for rawURL with net/http and, for a 2xx HTML
 // page, has colly parse the body for links. Other bodies are not read.
-func (f *Fetcher) do(ctx context.Context, rawURL string) (*fetchResult, error) {
+func (f *Fetcher) do(ctx context.Context, rawURL string, read bodyReader) (*fetchResult, error) {
 	r := &fetchResult{max: f.opts.MaxLinks, maxLen: f.opts.MaxURLLength, seen: map[string]bool{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -489,6 +502,12 @@ func (f *Fetcher) do(ctx context.Context, rawURL string) (*fetchResult, error) {
 		}
 		return r, nil
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+		return r, nil
+	case read != nil:
+		if err := read(resp, r); err != nil {
+			r.gotReply = false
+			return r, &url.Error{Op: "Get", URL: rawURL, Err: err}
+		}
 		return r, nil
 	case mediaType != "" && mediaType != "text/html" && mediaType != "application/xhtml+xml":
 		return r, nil // only HTML is read for links

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/sitemap"
 	"github.com/sievecrawl/sieve/warc"
 )
 
@@ -121,7 +122,12 @@ func (c *Crawler) handle(key string, j *job) {
 		tr = warc.NewTracker(entry.Crawl, entry.URL)
 		wait, fctx = tr.Context(wait), tr.Context(ctx)
 	}
-	page, pause, err := c.fetcher.fetch(wait, fctx, entry.URL)
+	level := sitemapLevel(entry)
+	var read bodyReader
+	if level > 0 {
+		read = readSitemap(sitemap.Limits{})
+	}
+	page, pause, err := c.fetcher.fetchAs(wait, fctx, entry.URL, read)
 	c.sched.Done(key, start, pause)
 	if fatal, aerr := c.archiveErr(tr, err); aerr != nil {
 		if fatal {
@@ -161,13 +167,17 @@ func (c *Crawler) handle(key string, j *job) {
 	o.Logger.Debug("fetched", "url", entry.URL, "status", page.Status)
 	c.stats.fetched(entry.Crawl, u.Hostname(), page)
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
-	links := page.Links
+	links := plainLinks(page.Links)
 	if page.Status == http.StatusNotModified && tr != nil {
 		if l, ok := c.unchangedLinks(entry, tr); ok {
-			links = l
-		} else {
-			c.stats.dropLink("unchanged_unreadable")
+			links = plainLinks(l)
 		}
+	}
+	switch {
+	case page.sitemap != nil:
+		links = c.sitemapLinks(entry, level, page.sitemap)
+	case page.Redirect == "":
+		links = append(links, c.robotsSitemaps(entry.Crawl, u)...)
 	}
 	if page.Redirect != "" {
 		hops, err := c.redirects.hops(ctx, entry.URL)
@@ -203,11 +213,15 @@ func (c *Crawler) handle(key string, j *job) {
 			}
 		}
 		d.Kind = frontier.KindRedirect
-		links = []string{page.Redirect}
+		links = plainLinks([]string{page.Redirect})
+		if level > 0 {
+			// A sitemap that moved is still a sitemap.
+			links = []frontier.Link{sitemapDoc(page.Redirect, level)}
+		}
 	}
 	linkDepth := d.LinkDepth()
 	for _, l := range links {
-		lu, err := url.Parse(l)
+		lu, err := url.Parse(l.URL)
 		if err != nil {
 			c.stats.dropLink("bad_url")
 			continue
@@ -220,13 +234,22 @@ func (c *Crawler) handle(key string, j *job) {
 			c.stats.dropLink("too_deep")
 			continue
 		}
-		d.Links = append(d.Links, l)
+		d.Add(l)
 	}
 	if !c.publish(ctx, msg, d) {
 		return
 	}
 	c.stats.published(entry.Crawl, len(d.Links))
 	c.ack(ctx, msg)
+}
+
+// plainLinks are urls as links of the message's default kind.
+func plainLinks(urls []string) []frontier.Link {
+	links := make([]frontier.Link, len(urls))
+	for i, u := range urls {
+		links[i] = frontier.Link{URL: u}
+	}
+	return links
 }
 
 func isFetchError(err error) bool {

@@ -93,6 +93,22 @@ func (c *robotsCache) allowed(ctx context.Context, u *url.URL) (time.Duration, e
 	return rules.crawlDelay, nil
 }
 
+// sitemaps returns the Sitemap: lines of the robots.txt cached for u's
+// origin (none when it is not cached or could not be read).
+func (c *robotsCache) sitemaps(u *url.URL) []string {
+	origin := strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[origin]
+	if !ok {
+		return nil
+	}
+	if r := el.Value.(*robotsEntry).rules; r.data != nil {
+		return r.data.Sitemaps
+	}
+	return nil
+}
+
 func (c *robotsCache) rules(ctx context.Context, u *url.URL) (*robotsRules, error) {
 	origin := strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
 	now := time.Now()

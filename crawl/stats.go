@@ -55,6 +55,13 @@ type Stats struct {
 	// Dropped counts links not published, by reason: off_host,
 	// off_domain, denied, too_deep, scheme.
 	Dropped map[string]int64 `json:"dropped"`
+	// Sitemaps counts sitemap documents read (named by robots.txt or by
+	// a sitemap index), SitemapURLs the URLs they listed, SitemapInvalid
+	// the documents (or the rest of one) not read, by reason
+	// (sitemap.Reason, index_too_deep).
+	Sitemaps       int64            `json:"sitemaps,omitempty"`
+	SitemapURLs    int64            `json:"sitemap_urls,omitempty"`
+	SitemapInvalid map[string]int64 `json:"sitemap_invalid,omitempty"`
 	// Crawls holds the counts of each crawl, by crawl id.
 	Crawls map[string]CrawlStats `json:"crawls,omitempty"`
 	// TopHosts lists the hosts with the most responses, most first (at most
@@ -127,7 +134,8 @@ func newCounters(m *metrics) counters {
 		Outcomes: map[string]int64{},
 		Retried:  map[Reason]int64{}, Failed: map[Reason]int64{},
 		Skipped: map[string]int64{}, Dropped: map[string]int64{},
-		Crawls: map[string]CrawlStats{},
+		SitemapInvalid: map[string]int64{},
+		Crawls:         map[string]CrawlStats{},
 	}, hosts: map[string]int64{}, m: m}
 }
 
@@ -244,6 +252,24 @@ func (c *counters) deferred() {
 	c.mu.Unlock()
 }
 
+// sitemap counts a sitemap document read, the URLs it listed, and why it
+// (or its rest) was not read, if it was not.
+func (c *counters) sitemap(urls int, invalid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.Sitemaps++
+	c.s.SitemapURLs += int64(urls)
+	if invalid != "" {
+		c.s.SitemapInvalid[invalid]++
+	}
+}
+
+func (c *counters) sitemapInvalid(why string) {
+	c.mu.Lock()
+	c.s.SitemapInvalid[why]++
+	c.mu.Unlock()
+}
+
 func (c *counters) dropLink(why string) {
 	c.mu.Lock()
 	c.s.Dropped[why]++
@@ -270,6 +296,7 @@ func (c *counters) snapshot() Stats {
 	s.Failed = maps.Clone(c.s.Failed)
 	s.Skipped = maps.Clone(c.s.Skipped)
 	s.Dropped = maps.Clone(c.s.Dropped)
+	s.SitemapInvalid = maps.Clone(c.s.SitemapInvalid)
 	s.Crawls = make(map[string]CrawlStats, len(c.s.Crawls))
 	for id, cs := range c.s.Crawls {
 		cs.Outcomes = maps.Clone(cs.Outcomes)

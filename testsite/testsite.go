@@ -28,6 +28,7 @@ package testsite
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -64,7 +65,14 @@ type Options struct {
 	// ETag on every 200, and 304 Not Modified to a request whose
 	// If-None-Match names the page as it is.
 	Validators bool
+	// Sitemaps makes robots.txt name a sitemap index, which lists a
+	// gzipped XML sitemap, a text sitemap and a malformed one; they list
+	// Orphans pages no page links to (/orphan/N), with a lastmod.
+	Sitemaps bool
 }
+
+// Orphans is how many pages only the sitemaps list (Options.Sitemaps).
+const Orphans = 15
 
 func (o Options) withDefaults() Options {
 	if o.Pages <= 0 {
@@ -423,6 +431,13 @@ func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
 	case path == "/robots.txt":
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprint(w, "# testsite\nUser-agent: *\nDisallow: /private/\nDisallow: /hidden/\n\nUser-agent: colly\nAllow: /\n")
+		if o.Sitemaps {
+			fmt.Fprintf(w, "\nSitemap: http://%s/sitemap_index.xml\n", s.host)
+		}
+	case o.Sitemaps && strings.HasPrefix(path, "/sitemap"):
+		s.sitemap(w, path)
+	case o.Sitemaps && head == "orphan" && numErr == nil && n >= 0 && n < Orphans:
+		s.html(w, "orphan "+rest, `<a href="/">home</a>`)
 	case path == "/":
 		s.page(w, r, -1)
 	case head == "p" && numErr == nil && n >= 0 && n < o.Pages && strconv.Itoa(n) == rest:
@@ -456,6 +471,46 @@ func (s *Site) serve(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, fmt.Sprintf("/r/%d", n+1), http.StatusFound)
 	default:
 		http.NotFound(w, r)
+	}
+}
+
+// sitemap serves the sitemaps of Options.Sitemaps.
+func (s *Site) sitemap(w http.ResponseWriter, path string) {
+	base := "http://" + s.host
+	switch path {
+	case "/sitemap_index.xml":
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>
+<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+<sitemap><loc>%[1]s/sitemap-1.xml.gz</loc><lastmod>2026-11-01</lastmod></sitemap>
+<sitemap><loc>%[1]s/sitemap-2.txt</loc></sitemap>
+<sitemap><loc>%[1]s/sitemap-bad.xml</loc></sitemap>
+</sitemapindex>
+`, base)
+	case "/sitemap-1.xml.gz":
+		var b strings.Builder
+		b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">` + "\n")
+		for i := range 10 {
+			fmt.Fprintf(&b, "<url><loc>%s/orphan/%d</loc><lastmod>2026-10-%02dT12:00:00Z</lastmod></url>\n", base, i, i+1)
+		}
+		fmt.Fprintf(&b, "<url><loc>%s/p/0</loc></url>\n</urlset>\n", base)
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		zw.Write([]byte(b.String()))
+		zw.Close()
+		w.Header().Set("Content-Type", "application/gzip")
+		w.Write(z.Bytes())
+	case "/sitemap-2.txt":
+		w.Header().Set("Content-Type", "text/plain")
+		for i := 10; i < Orphans; i++ {
+			fmt.Fprintf(w, "%s/orphan/%d\n", base, i)
+		}
+		fmt.Fprint(w, "not a url\n")
+	case "/sitemap-bad.xml":
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprintf(w, "<urlset><url><loc>%s/p/1</loc></url><url><loc>%s/p/2</lo", base, base)
+	default:
+		http.NotFound(w, nil)
 	}
 }
 

@@ -261,6 +261,9 @@ func (sum runSummary) print(w io.Writer, crawlID string) {
 	row("failed", crawl.Sum(st.Failed), breakdown(st.Failed))
 	row("retried", crawl.Sum(st.Retried), breakdown(st.Retried))
 	row("skipped", crawl.Sum(st.Skipped), breakdown(st.Skipped))
+	if st.Sitemaps > 0 || len(st.SitemapInvalid) > 0 {
+		row("sitemaps read", st.Sitemaps, fmt.Sprintf("listing %s URLs; invalid: %s", count(st.SitemapURLs), breakdown(st.SitemapInvalid)))
+	}
 	row("links published", st.Links, fmt.Sprintf("in %s page messages", count(st.Published)))
 	row("links dropped", crawl.Sum(st.Dropped), breakdown(st.Dropped))
 	if sum.Dedup != nil {
