@@ -3,6 +3,10 @@ package watch
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/warc"
 	"github.com/sievecrawl/sieve/watch/watchtest"
 )
 
@@ -212,5 +217,46 @@ func openPage(t *testing.T, ctx context.Context, src Sources, o Options) {
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(PageURL(addr.String())), watchtest.Polled); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPageShowsArchive: a crawler that archives shows its WARC output
+// (directory, files, bytes, records by type) from a real writer that
+// recorded a real exchange.
+func TestPageShowsArchive(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>hello</html>") }))
+	defer srv.Close()
+	dir := t.TempDir()
+	aw, err := warc.Open(warc.Options{Dir: dir, CrawlerID: "page"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aw.Close()
+	rec := warc.NewRecorder(aw, warc.RecorderOptions{})
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rec.WrapConn(c), nil
+	}}
+	resp, err := (&http.Client{Transport: rec.RoundTripper(tr)}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	ctx := watchtest.Browser(t, 30*time.Second)
+	openPage(t, ctx, Sources{Role: "crawler", Archive: aw.Stats}, Options{})
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("archive").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := aw.Stats()
+	for _, want := range []string{dir, "response records\t1", "request records\t1", "warcinfo records\t1", st.Current} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Archive shows %q, want it to contain %q", text, want)
+		}
 	}
 }

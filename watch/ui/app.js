@@ -167,6 +167,18 @@
     const rejected = t ? Object.entries(t.rejected || {}).sort((a, b) => b[1] - a[1]).slice(0, MAX_ROWS) : [];
     fill($("rejected"), ["reason", "links#"], rejected.length ? rejected : [[t ? "none" : "no counts here", null]]);
 
+    // The crawler's WARC output.
+    const a = r.archive;
+    if (a) {
+      const rows = [["directory", a.dir], ["files begun", fmt(a.files)], ["written", bytes(a.bytes)]];
+      if (a.current) rows.push(["writing", a.current]);
+      for (const [k, v] of Object.entries(a.records || {}).sort()) rows.push([k + " records", fmt(v)]);
+      if (a.error) rows.push(["STOPPED", a.error]);
+      fill($("archive"), null, rows);
+    } else {
+      fill($("archive"), null, [["this process keeps no archive (--warc-dir)"]]);
+    }
+
     // Filter and its layers: the newest SHOWN_LAYERS, the older ones summed.
     if (f) {
       fill($("filter"), null, [
