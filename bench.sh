@@ -4,7 +4,7 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl polite
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite
 set -euo pipefail
 cd "$(dirname "$0")"
 export CI=true # a missing redis-server fails instead of skipping
@@ -23,14 +23,16 @@ pipeline()  { run "Pipeline: NATS in → normalize → filter → NATS out, vs n
                 go test ./frontier -count=1 -run '^TestPipelineThroughput$' -sieve.pipelinebench -v -timeout 60m; }
 crawl()     { run "Crawl of a generated 5,000-page trap site: Sieve (NATS + dedup worker + crawler) vs plain colly" \
                 go test ./crawl -count=1 -run '^$' -bench 'CrawlVsColly' -benchtime 1x -v -timeout 60m; }
+archive()   { run "Crawl of the 5,000-page test site with and without a WARC archive, alternating, medians of 3: time ratio (goal ≤ 1.1) and peak heap" \
+                go test ./crawl -count=1 -run '^$' -bench 'ArchiveCost' -benchtime 1x -v -timeout 60m; }
 polite()    { run "Polite crawl of 100 and 1,000 hosts + one with a 10,000-URL backlog, defaults: fetches/s vs the hosts' limits and a ticker baseline" \
                 go test ./crawl -count=1 -run '^TestPoliteThroughput$' -sieve.politebench -v -timeout 60m; }
 
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline crawl polite)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline crawl archive polite)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|crawl|polite) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline crawl polite)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|crawl|archive|polite) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline crawl archive polite)" >&2; exit 2 ;;
 	esac
 done

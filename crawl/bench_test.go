@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
+	"sort"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/testsite"
+	"github.com/sievecrawl/sieve/warc"
 )
 
 // BenchmarkCrawlVsColly crawls one generated site of 5,000 pages (each linked
@@ -91,6 +94,12 @@ func crawlWithColly(tb testing.TB, site *testsite.Site, parallel, maxDepth int) 
 // Run's, less the idle period that ends it.
 func crawlWithSieve(tb testing.TB, site *testsite.Site, parallel, maxDepth int) (time.Duration, int, Stats) {
 	tb.Helper()
+	return crawlArchiving(tb, site, parallel, maxDepth, nil)
+}
+
+// crawlArchiving is crawlWithSieve with the archive rec (nil: none).
+func crawlArchiving(tb testing.TB, site *testsite.Site, parallel, maxDepth int, rec *warc.Recorder) (time.Duration, int, Stats) {
+	tb.Helper()
 	topo := frontier.Topology{Partitions: 4}
 	p := startPipeline(tb, topo)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -103,6 +112,7 @@ func crawlWithSieve(tb testing.TB, site *testsite.Site, parallel, maxDepth int) 
 		RetryBackoff: 100 * time.Millisecond,
 		IdleExit:     100 * time.Millisecond,
 		InFlight:     4 * parallel,
+		Archive:      rec,
 	}
 	c, err := New(p.js, opts)
 	if err != nil {
@@ -144,4 +154,85 @@ func fetchedTwice(site *testsite.Site, maxDepth int) int {
 		}
 	}
 	return n
+}
+
+// BenchmarkArchiveCost crawls the 5,000-page test site with and without an
+// archive (the WARC recorder in the transport, a file written as the crawl
+// goes), alternating, three times each in the same run, and reports the
+// median wall times, their ratio (goal: at most 1.1), and the peak heap of
+// each (records are streamed: no body is held beyond the size limit). With
+// pageBytes > 0 the pages are padded to that size, as real pages are.
+//
+//	go test ./crawl -run '^$' -bench ArchiveCost -benchtime 1x
+func BenchmarkArchiveCost(b *testing.B) {
+	if testing.Short() {
+		b.Skip("crawls 5,000 pages six times")
+	}
+	const pages, parallel, maxDepth, rounds = 5000, 16, 8, 3
+	for _, pageBytes := range []int{0, 30_000} {
+		b.Run(fmt.Sprintf("page-bytes=%d", pageBytes), func(b *testing.B) {
+			site := startSite(b, testsite.Options{Pages: pages, PageBytes: pageBytes})
+			for range b.N {
+				var plain, archived []float64
+				var plainHeap, archHeap []float64
+				var written int64
+				for range rounds {
+					site.Reset()
+					peak := heapPeak()
+					d, _, _ := crawlArchiving(b, site, parallel, maxDepth, nil)
+					plain, plainHeap = append(plain, d.Seconds()), append(plainHeap, peak())
+
+					site.Reset()
+					dir := b.TempDir()
+					w, err := warc.Open(warc.Options{Dir: dir, CrawlerID: "bench"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					peak = heapPeak()
+					d, n, _ := crawlArchiving(b, site, parallel, maxDepth, warc.NewRecorder(w, warc.RecorderOptions{}))
+					archived, archHeap = append(archived, d.Seconds()), append(archHeap, peak())
+					if err := w.Close(); err != nil {
+						b.Fatal(err)
+					}
+					written = w.Stats().Bytes
+					b.Logf("round: plain %.2fs, archiving %.2fs (%d fetches, %.1f MB written)", plain[len(plain)-1], d.Seconds(), n, float64(written)/1e6)
+				}
+				mp, ma := median(plain), median(archived)
+				b.ReportMetric(ma/mp, "time-ratio")
+				b.ReportMetric(median(archHeap)/1e6, "archive-peak-heap-MB")
+				b.Logf("median of %d: without archive %.2fs (peak heap %.0f MB), with %.2fs (peak heap %.0f MB, %.1f MB of WARC): %.3f× the time",
+					rounds, mp, median(plainHeap)/1e6, ma, median(archHeap)/1e6, float64(written)/1e6, ma/mp)
+			}
+		})
+	}
+}
+
+// heapPeak samples the heap in use every 20 ms until the returned function
+// is called, which returns the peak in bytes.
+func heapPeak() func() float64 {
+	done := make(chan struct{})
+	result := make(chan float64)
+	go func() {
+		var peak uint64
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-done:
+				result <- float64(peak)
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 { close(done); return <-result }
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }

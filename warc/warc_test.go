@@ -227,6 +227,17 @@ func TestReadByOthers(t *testing.T) {
 	}
 	file := firstFile(t, dir)
 	warctest.Verify(t, file)
+	// warcio reads every record where we wrote it.
+	recs := warctest.ReadFile(t, file)
+	idx := warctest.Index(t, file)
+	if len(idx) != len(recs) {
+		t.Fatalf("warcio index lists %d records, the file holds %d", len(idx), len(recs))
+	}
+	for i, r := range recs {
+		if idx[i].Offset != r.Offset || idx[i].Type != r.Get("WARC-Type") || idx[i].URI != r.Get("WARC-Target-URI") {
+			t.Errorf("record %d: warcio reads %+v, we wrote %s %s at %d", i, idx[i], r.Get("WARC-Type"), r.Get("WARC-Target-URI"), r.Offset)
+		}
+	}
 	theirs := warctest.CDXIndex(t, file)
 	ours, err := os.ReadFile(filepath.Join(dir, indexName(filepath.Base(file))))
 	if err != nil {

@@ -120,6 +120,16 @@ func TestArchiveSurvivesKill(t *testing.T) {
 	if !slices.Contains(site.Served()["/p/0"], warctest.SHA1(body)) {
 		t.Error("the capture store points at a record whose payload the site did not serve for /p/0")
 	}
+
+	// Deleting the crawl deletes its captures.
+	if code, out, errOut := runCLI(t, ctx, "delete-crawl", "--data-dir", data, "default"); code != 0 || !strings.Contains(out, "captures") {
+		t.Fatalf("delete-crawl: exit %d\n%s\n%s", code, out, errOut)
+	}
+	_, out, _ = runCLI(t, ctx, "captures", "--data-dir", data, "--json", site.URL+"p/0")
+	got = nil
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || got[0].Last != nil {
+		t.Errorf("captures after delete-crawl: %v %s", err, out)
+	}
 }
 
 // TestArchiveDiskFull gives the archive a file system that fills up

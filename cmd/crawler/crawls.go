@@ -320,6 +320,7 @@ func printDeleted(w io.Writer, d crawls.Deleted) {
 	default:
 		fmt.Fprintf(w, "  stats: %d per-crawl counts deleted (the totals keep them)\n", c.Entries)
 	}
+	fmt.Fprintf(w, "  captures: %d deleted (the archive's last captures, for revisits; WARC files stay)\n", d.Captures)
 	if rec := d.Record; rec != nil {
 		fmt.Fprintf(w, "  record: removed (%d seeds, created %s)\n", len(rec.Seeds), rec.Created.Format(time.RFC3339))
 	} else {

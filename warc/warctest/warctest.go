@@ -231,3 +231,30 @@ func CDXIndex(t testing.TB, file string) []string {
 	}
 	return lines
 }
+
+// Index runs webrecorder's `warcio index` on file: the offset, type and
+// target URI of every record it reads.
+func Index(t testing.TB, file string) []IndexLine {
+	t.Helper()
+	bin := tool(t, "warcio", "node_modules/.bin/warcio")
+	out, err := exec.Command(bin, "index", file).Output()
+	if err != nil {
+		t.Fatalf("warcio index: %v", err)
+	}
+	var lines []IndexLine
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var il IndexLine
+		if err := json.Unmarshal([]byte(l), &il); err != nil {
+			t.Fatalf("warcio index line %q: %v", l, err)
+		}
+		lines = append(lines, il)
+	}
+	return lines
+}
+
+// IndexLine is one record as `warcio index` lists it.
+type IndexLine struct {
+	Offset int64  `json:"offset"`
+	Type   string `json:"warc-type"`
+	URI    string `json:"warc-target-uri"`
+}
