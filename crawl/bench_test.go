@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"runtime"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,14 +174,14 @@ func BenchmarkArchiveCost(b *testing.B) {
 		b.Run(fmt.Sprintf("page-bytes=%d", pageBytes), func(b *testing.B) {
 			site := startSite(b, testsite.Options{Pages: pages, PageBytes: pageBytes})
 			for range b.N {
-				var plain, archived []float64
+				var plain, archived, plainCPU, archCPU []float64
 				var plainHeap, archHeap []float64
 				var written int64
 				for range rounds {
 					site.Reset()
-					peak := heapPeak()
+					peak, cpu := heapPeak(), cpuTime()
 					d, _, _ := crawlArchiving(b, site, parallel, maxDepth, nil)
-					plain, plainHeap = append(plain, d.Seconds()), append(plainHeap, peak())
+					plain, plainHeap, plainCPU = append(plain, d.Seconds()), append(plainHeap, peak()), append(plainCPU, cpu())
 
 					site.Reset()
 					dir := b.TempDir()
@@ -188,18 +189,22 @@ func BenchmarkArchiveCost(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					peak = heapPeak()
+					peak, cpu = heapPeak(), cpuTime()
 					d, n, _ := crawlArchiving(b, site, parallel, maxDepth, warc.NewRecorder(w, warc.RecorderOptions{}))
-					archived, archHeap = append(archived, d.Seconds()), append(archHeap, peak())
+					archived, archHeap, archCPU = append(archived, d.Seconds()), append(archHeap, peak()), append(archCPU, cpu())
 					if err := w.Close(); err != nil {
 						b.Fatal(err)
 					}
 					written = w.Stats().Bytes
-					b.Logf("round: plain %.2fs, archiving %.2fs (%d fetches, %.1f MB written)", plain[len(plain)-1], d.Seconds(), n, float64(written)/1e6)
+					b.Logf("round: plain %.2fs (CPU %.2fs), archiving %.2fs (CPU %.2fs; %d fetches, %.1f MB written)",
+						plain[len(plain)-1], plainCPU[len(plainCPU)-1], d.Seconds(), archCPU[len(archCPU)-1], n, float64(written)/1e6)
 				}
 				mp, ma := median(plain), median(archived)
 				b.ReportMetric(ma/mp, "time-ratio")
 				b.ReportMetric(median(archHeap)/1e6, "archive-peak-heap-MB")
+				b.ReportMetric(median(archCPU)/median(plainCPU), "cpu-ratio")
+				b.Logf("median CPU (whole process: site, NATS, worker, crawler): without archive %.2fs, with %.2fs: %.3f×",
+					median(plainCPU), median(archCPU), median(archCPU)/median(plainCPU))
 				b.Logf("median of %d: without archive %.2fs (peak heap %.0f MB), with %.2fs (peak heap %.0f MB, %.1f MB of WARC): %.3f× the time",
 					rounds, mp, median(plainHeap)/1e6, ma, median(archHeap)/1e6, float64(written)/1e6, ma/mp)
 			}
@@ -229,6 +234,19 @@ func heapPeak() func() float64 {
 		}
 	}()
 	return func() float64 { close(done); return <-result }
+}
+
+// cpuTime measures the process's CPU time (user and system) until the
+// returned function is called: unlike wall time, it does not grow with
+// what else the machine runs.
+func cpuTime() func() float64 {
+	now := func() float64 {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	}
+	start := now()
+	return func() float64 { return now() - start }
 }
 
 func median(xs []float64) float64 {

@@ -2,7 +2,7 @@ package warc
 
 import (
 	"bufio"
-	"compress/gzip"
+
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	gowarc "github.com/nlnwa/gowarc/v3"
 )
 
@@ -209,7 +210,7 @@ func (w *Writer) beginFile() error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := w.writeRecord(info); err != nil {
+	if _, err := w.writeRecord(info); err != nil {
 		return err
 	}
 	w.infoID = info.RecordId()
@@ -302,41 +303,80 @@ type written struct {
 	offset, length int64
 }
 
-// writeRecord appends rec to the current file as one gzip member and
-// returns where. On failure the file is cut back to where the member began,
-// and the Writer fails.
-func (w *Writer) writeRecord(rec gowarc.WarcRecord) (written, int64, error) {
-	defer rec.Close()
-	if w.infoID != "" {
-		rec.WarcHeader().SetId(gowarc.WarcWarcinfoID, w.infoID)
+// member is a record compressed as one gzip member, ready to append.
+type member struct {
+	rec    gowarc.WarcRecord
+	infoID string // the warcinfo it names
+	data   *spool
+}
+
+var gzips = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.DefaultCompression)
+	return zw
+}}
+
+// compress marshals rec, naming the warcinfo record infoID, into one gzip
+// member. It runs outside the Writer's lock, so fetches compress in
+// parallel and only the appending is serial.
+func compress(rec gowarc.WarcRecord, infoID string) (member, error) {
+	m := member{rec: rec, infoID: infoID, data: newSpool(1<<20, "")}
+	if infoID != "" {
+		rec.WarcHeader().SetId(gowarc.WarcWarcinfoID, infoID)
+	} else {
+		rec.WarcHeader().Delete(gowarc.WarcWarcinfoID)
+	}
+	zw := gzips.Get().(*gzip.Writer)
+	defer gzips.Put(zw)
+	zw.Reset(m.data)
+	_, _, err := gowarc.NewMarshaler().Marshal(zw, rec, 0)
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		m.data.Close()
+		return m, fmt.Errorf("warc: compress record: %w", err)
+	}
+	return m, nil
+}
+
+// appendMember appends m to the current file (compressing it again if the
+// file's warcinfo is not the one it names) and returns where. On failure
+// the file is cut back to where the member began, and the Writer fails.
+func (w *Writer) appendMember(m member) (written, error) {
+	defer m.data.Close()
+	if m.infoID != w.infoID {
+		m.data.Close()
+		again, err := compress(m.rec, w.infoID)
+		if err != nil {
+			return written{}, w.fail(err)
+		}
+		m = again
+		defer m.data.Close()
 	}
 	start := w.size
-	cw := &countWriter{w: w.file}
-	if w.bw == nil {
-		w.bw = bufio.NewWriterSize(cw, 64<<10)
-		w.gz, _ = gzip.NewWriterLevel(w.bw, gzip.DefaultCompression)
-	} else {
-		w.bw.Reset(cw)
-		w.gz.Reset(w.bw)
-	}
-	_, n, err := gowarc.NewMarshaler().Marshal(w.gz, rec, 0)
-	if err == nil {
-		err = w.gz.Close()
-	}
-	if err == nil {
-		err = w.bw.Flush()
-	}
+	n, err := io.Copy(w.file, m.data.Reader())
 	if err != nil {
 		// Cut the partial member off: the file stays valid to its last
 		// complete record.
 		_ = w.file.Truncate(start)
 		_, _ = w.file.Seek(start, io.SeekStart)
-		return written{}, 0, w.fail(fmt.Errorf("warc: write %s: %w", w.name, err))
+		return written{}, w.fail(fmt.Errorf("warc: write %s: %w", w.name, err))
 	}
-	w.size += cw.n
-	w.stats.Bytes += cw.n
-	w.stats.Records[rec.Type().String()]++
-	return written{offset: start, length: cw.n}, n, nil
+	w.size += n
+	w.stats.Bytes += n
+	w.stats.Records[m.rec.Type().String()]++
+	return written{offset: start, length: n}, nil
+}
+
+// writeRecord compresses and appends rec, with the lock held (warcinfo
+// records).
+func (w *Writer) writeRecord(rec gowarc.WarcRecord) (written, error) {
+	defer rec.Close()
+	m, err := compress(rec, w.infoID)
+	if err != nil {
+		return written{}, w.fail(err)
+	}
+	return w.appendMember(m)
 }
 
 type countWriter struct {
@@ -433,13 +473,27 @@ func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, 
 
 // writePair writes a response (or revisit) record and its request record
 // together in the current file, beginning one if needed, and adds the
-// first's index line.
+// first's index line. Both are compressed before the lock is taken.
 func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file string, at written) string) (written, error) {
+	defer first.Close()
+	defer second.Close()
+	w.mu.Lock()
+	info := w.infoID
+	w.mu.Unlock()
+	m1, err := compress(first, info)
+	if err != nil {
+		return written{}, err
+	}
+	defer m1.data.Close()
+	m2, err := compress(second, info)
+	if err != nil {
+		return written{}, err
+	}
+	defer m2.data.Close()
+
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil || w.closed {
-		first.Close()
-		second.Close()
 		if w.err == nil {
 			return written{}, ErrClosed
 		}
@@ -447,24 +501,19 @@ func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file strin
 	}
 	if w.file != nil && w.size >= w.opts.MaxFileSize {
 		if err := w.closeFile(); err != nil {
-			first.Close()
-			second.Close()
 			return written{}, err
 		}
 	}
 	if w.file == nil {
 		if err := w.beginFile(); err != nil {
-			first.Close()
-			second.Close()
 			return written{}, w.fail(err)
 		}
 	}
-	at, _, err := w.writeRecord(first)
+	at, err := w.appendMember(m1)
 	if err != nil {
-		second.Close()
 		return written{}, err
 	}
-	if _, _, err := w.writeRecord(second); err != nil {
+	if _, err := w.appendMember(m2); err != nil {
 		return written{}, err
 	}
 	at.file = w.name
