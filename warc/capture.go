@@ -261,7 +261,9 @@ func (b *body) Close() error {
 	b.once.Do(func() {
 		// Read what the reader left, so the record holds the response as
 		// the server sent it, up to the limit.
-		buf := make([]byte, 32<<10)
+		bufp := copyBuffers.Get().(*[]byte)
+		defer copyBuffers.Put(bufp)
+		buf := *bufp
 		cut := false
 		for {
 			if b.ex.isTruncated() {

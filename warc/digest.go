@@ -60,7 +60,7 @@ func parseResponse(raw io.Reader) (response, error) {
 		body = httputil.NewChunkedReader(rest)
 	}
 	payload := sha1.New()
-	n, _ := io.Copy(payload, body) // a cut chunk stream ends the payload early
+	n, _ := copyPooled(payload, body) // a cut chunk stream ends the payload early
 	_, _ = io.Copy(io.Discard, br)
 	r.payloadLen = n
 	r.payloadDigest = sha1Digest(payload)

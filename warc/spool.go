@@ -4,12 +4,27 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync"
 )
+
+// buffers recycles spools' memory: every exchange fills four (request,
+// response, and the two compressed records).
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// copyBuffers are io.CopyBuffer's buffers for readers without WriteTo.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyPooled is io.Copy with a pooled buffer.
+func copyPooled(dst io.Writer, src io.Reader) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(dst, src, *buf)
+}
 
 // spool holds the bytes of one side of an exchange: in memory up to a bound,
 // then in a temporary file, so a large body costs disk, not memory.
 type spool struct {
-	mem    bytes.Buffer
+	mem    *bytes.Buffer
 	max    int64
 	dir    string
 	file   *os.File
@@ -17,7 +32,11 @@ type spool struct {
 	closed bool
 }
 
-func newSpool(maxMem int64, dir string) *spool { return &spool{max: maxMem, dir: dir} }
+func newSpool(maxMem int64, dir string) *spool {
+	b := buffers.Get().(*bytes.Buffer)
+	b.Reset()
+	return &spool{mem: b, max: maxMem, dir: dir}
+}
 
 func (s *spool) Write(p []byte) (int, error) {
 	if s.file == nil && int64(s.mem.Len()+len(p)) > s.max {
@@ -31,7 +50,7 @@ func (s *spool) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		s.file = f
-		s.mem = bytes.Buffer{}
+		s.mem.Reset()
 	}
 	var n int
 	var err error
@@ -64,5 +83,8 @@ func (s *spool) Close() {
 	if s.file != nil {
 		s.file.Close()
 	}
-	s.mem = bytes.Buffer{}
+	if s.mem.Cap() <= 4<<20 { // a big one goes to the collector
+		buffers.Put(s.mem)
+	}
+	s.mem = nil
 }

@@ -99,7 +99,7 @@ func client(rec *Recorder) *http.Client {
 	}
 }
 
-func get(t *testing.T, c *http.Client, ctx context.Context, u string, limit int64) []byte {
+func get(t testing.TB, c *http.Client, ctx context.Context, u string, limit int64) []byte {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	resp, err := c.Do(req)

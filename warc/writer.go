@@ -569,7 +569,7 @@ func revisitRecord(ex *exchange, date time.Time, r response, ref *Capture, profi
 	}
 	rb.AddWarcHeader(gowarc.WarcBlockDigest, d)
 	rb.AddWarcHeader(gowarc.WarcPayloadDigest, ref.Digest)
-	if _, err := io.Copy(rb, io.LimitReader(ex.resp.Reader(), r.headerLen)); err != nil {
+	if _, err := copyPooled(rb, io.LimitReader(ex.resp.Reader(), r.headerLen)); err != nil {
 		return nil, fmt.Errorf("warc: revisit record: %w", err)
 	}
 	return build(rb)
@@ -591,7 +591,7 @@ func header(rb gowarc.WarcRecordBuilder, ex *exchange, date time.Time, contentTy
 
 func digestOf(r io.Reader) (string, error) {
 	h := newSHA1()
-	if _, err := io.Copy(h, r); err != nil {
+	if _, err := copyPooled(h, r); err != nil {
 		return "", err
 	}
 	return sha1Digest(h), nil
