@@ -1,0 +1,82 @@
+package frontier
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// The URLFrontier API server (package urlfrontier) keeps its state in four
+// key-value buckets, named here like every other NATS name:
+//
+//	<PREFIX>_UF_URLS    one key per queued or in-process URL:
+//	                    <crawl>.<queue hash>.<URL hash>
+//	<PREFIX>_UF_QUEUES  one key per queue with state (delay, block, limit,
+//	                    next turn, counts): <crawl>.<queue hash>; a crawl's
+//	                    default delay: <crawl>._default
+//	<PREFIX>_UF_STATE   the active flag of each node: active.<node hash>
+//	<PREFIX>_UF_NODES   live nodes (TTL): node.<node hash>
+//
+// Hashes are hex SHA-256 prefixes: 16 characters for a queue key or a node
+// address, 32 for a canonical URL. Crawl ids are subject tokens
+// (ValidCrawl), so a crawl's keys are the filter <crawl>.>.
+
+// URLFrontierURLsBucket is the bucket of the URLFrontier server's queued
+// and in-process URLs: <PREFIX>_UF_URLS.
+func (t Topology) URLFrontierURLsBucket() string { return t.upperPrefix() + "_UF_URLS" }
+
+// URLFrontierQueuesBucket is the bucket of its queues' state:
+// <PREFIX>_UF_QUEUES.
+func (t Topology) URLFrontierQueuesBucket() string { return t.upperPrefix() + "_UF_QUEUES" }
+
+// URLFrontierStateBucket is the bucket of its nodes' active flags:
+// <PREFIX>_UF_STATE.
+func (t Topology) URLFrontierStateBucket() string { return t.upperPrefix() + "_UF_STATE" }
+
+// URLFrontierNodesBucket is the bucket of its live nodes (entries expire):
+// <PREFIX>_UF_NODES.
+func (t Topology) URLFrontierNodesBucket() string { return t.upperPrefix() + "_UF_NODES" }
+
+func hexHash(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:n/2])
+}
+
+// URLFrontierQueueKey is the key of a queue's state in the queues bucket,
+// and the prefix of its URLs' keys in the URLs bucket.
+func (t Topology) URLFrontierQueueKey(crawl, queue string) string {
+	return crawl + "." + hexHash(queue, 16)
+}
+
+// URLFrontierURLKey is the key of a canonical URL of a queue in the URLs
+// bucket.
+func (t Topology) URLFrontierURLKey(crawl, queue, canonicalURL string) string {
+	return t.URLFrontierQueueKey(crawl, queue) + "." + hexHash(canonicalURL, 32)
+}
+
+// URLFrontierDefaultKey is the key of a crawl's default queue settings in
+// the queues bucket.
+func (t Topology) URLFrontierDefaultKey(crawl string) string { return crawl + "._default" }
+
+// URLFrontierCrawlKeys is the filter of every key of a crawl, in the URLs
+// and the queues buckets.
+func (t Topology) URLFrontierCrawlKeys(crawl string) string { return crawl + ".>" }
+
+// URLFrontierQueueKeys is the filter of every URL key of a queue.
+func (t Topology) URLFrontierQueueKeys(crawl, queue string) string {
+	return t.URLFrontierQueueKey(crawl, queue) + ".>"
+}
+
+// URLFrontierActiveKey is the key of a node's active flag in the state
+// bucket; URLFrontierNodeKey its liveness in the nodes bucket.
+func (t Topology) URLFrontierActiveKey(node string) string { return "active." + hexHash(node, 16) }
+
+// URLFrontierNodeKey is the key of a live node in the nodes bucket.
+func (t Topology) URLFrontierNodeKey(node string) string { return "node." + hexHash(node, 16) }
+
+// ParseURLFrontierKey returns the crawl of a key of the URLs or queues
+// bucket.
+func (t Topology) ParseURLFrontierKey(key string) (crawl string, ok bool) {
+	crawl, _, ok = strings.Cut(key, ".")
+	return crawl, ok && ValidCrawl(crawl)
+}

@@ -1,0 +1,441 @@
+package urlfrontier
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+)
+
+// ListNodes lists the addresses of the live servers sharing the buckets.
+func (s *Server) ListNodes(ctx context.Context, _ *pb.Empty) (*pb.StringList, error) {
+	nodes, err := s.liveNodes(ctx)
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	return &pb.StringList{Values: nodes}, nil
+}
+
+func (s *Server) liveNodes(ctx context.Context) ([]string, error) {
+	lister, err := s.store.nodes.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []string
+	for k := range lister.Keys() {
+		e, err := s.store.nodes.Get(ctx, k)
+		if err != nil {
+			continue // expired meanwhile
+		}
+		nodes = append(nodes, string(e.Value()))
+	}
+	if !slices.Contains(nodes, s.o.Node) {
+		nodes = append(nodes, s.o.Node)
+	}
+	slices.Sort(nodes)
+	return nodes, nil
+}
+
+// ListCrawls lists the crawls with URLs or queues here, and the crawls of
+// the pipeline's registry.
+func (s *Server) ListCrawls(ctx context.Context, _ *pb.Local) (*pb.StringList, error) {
+	ids, err := s.o.Crawls.IDs(ctx)
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	ids = append(ids, s.store.x.crawlIDs()...)
+	slices.Sort(ids)
+	return &pb.StringList{Values: slices.Compact(ids)}, nil
+}
+
+// DeleteCrawl removes a crawl: its URLs and queues here, then (package
+// crawls) its filter, counts, record and pipeline messages, so its id may
+// be used again at once. It returns the number of URLs removed here.
+func (s *Server) DeleteCrawl(ctx context.Context, req *pb.DeleteCrawlMessage) (*pb.Long, error) {
+	c, err := s.existing(ctx, req.GetValue())
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.purgeWhere(ctx, c, "", func(*Entry) bool { return true }, true)
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	if _, err := s.o.Crawls.Delete(ctx, c); err != nil {
+		return nil, errStatus(err)
+	}
+	s.core.Forget(c)
+	s.mu.Lock()
+	delete(s.recorded, c)
+	s.mu.Unlock()
+	return &pb.Long{Value: uint64(n)}, nil
+}
+
+// purgeWhere removes the URLs of a crawl (of one queue for key != "") that
+// match, and with states the queues' state too; it returns how many URLs
+// it removed.
+func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(*Entry) bool, states bool) (int, error) {
+	var keys []string
+	for _, it := range s.store.x.entries(crawl, key) {
+		if match(&it.e) {
+			keys = append(keys, it.key)
+		}
+	}
+	// URLs stored by another server whose watch has not reached this one
+	// yet are found in the bucket itself.
+	filter := s.store.topo.URLFrontierCrawlKeys(crawl)
+	if key != "" {
+		filter = s.store.topo.URLFrontierQueueKeys(crawl, key)
+	}
+	if lister, err := s.store.urls.ListKeysFiltered(ctx, filter); err == nil {
+		for k := range lister.Keys() {
+			if _, ok := s.store.x.entry(k); !ok && !slices.Contains(keys, k) {
+				if e, _, err := s.store.getURL(ctx, k); err == nil && e != nil && match(e) {
+					keys = append(keys, k)
+				}
+			}
+		}
+	} else if !isNoKeys(err) {
+		return 0, err
+	}
+	n, err := s.store.purgeKeys(ctx, s.store.urls, keys)
+	if err != nil || !states {
+		return n, err
+	}
+	var qkeys []string
+	if key != "" {
+		qkeys = []string{s.store.topo.URLFrontierQueueKey(crawl, key)}
+	} else if lister, err := s.store.queues.ListKeysFiltered(ctx, s.store.topo.URLFrontierCrawlKeys(crawl)); err == nil {
+		for k := range lister.Keys() {
+			qkeys = append(qkeys, k)
+		}
+	} else if !isNoKeys(err) {
+		return n, err
+	}
+	_, err = s.store.purgeKeys(ctx, s.store.queues, qkeys)
+	return n, err
+}
+
+func isNoKeys(err error) bool { return err == jetstream.ErrNoKeysFound }
+
+// ListQueues lists a crawl's queue keys in order, active ones only unless
+// include_inactive (a queue is active when it holds URLs not completed and
+// is not blocked), from start, at most size (default 100).
+func (s *Server) ListQueues(ctx context.Context, req *pb.Pagination) (*pb.QueueList, error) {
+	c, err := s.existing(ctx, req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var keys []string
+	for _, v := range s.store.x.queues(now, []string{c}, "", 0) {
+		if req.GetIncludeInactive() || v.active(now) {
+			keys = append(keys, v.key)
+		}
+	}
+	slices.Sort(keys)
+	size := int(req.GetSize())
+	if size == 0 {
+		size = 100
+	}
+	start := min(int(req.GetStart()), len(keys))
+	page := keys[start:min(start+size, len(keys))]
+	return &pb.QueueList{Values: page, Total: uint64(len(keys)), Start: req.GetStart(), Size: uint32(len(page)), CrawlID: c}, nil
+}
+
+// GetStats counts a crawl's (or one queue's) URLs: size are those queued,
+// inProcess those handed out whose lease runs, counts "completed" the URLs
+// completed by known updates and "active_queues" the active queues.
+func (s *Server) GetStats(ctx context.Context, req *pb.QueueWithinCrawlParams) (*pb.Stats, error) {
+	c, err := s.existing(ctx, req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	if err := keyArg(req.GetKey(), false); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	st := &pb.Stats{CrawlID: c, Counts: map[string]uint64{"completed": 0, "active_queues": 0}}
+	for _, v := range s.store.x.queues(now, []string{c}, req.GetKey(), 0) {
+		st.NumberOfQueues++
+		st.Size += uint64(v.queued)
+		st.InProcess += uint32(v.inProcess)
+		st.Counts["completed"] += v.state.Completed
+		if v.active(now) {
+			st.Counts["active_queues"]++
+		}
+	}
+	return st, nil
+}
+
+// DeleteQueue removes a queue's URLs and state and returns how many URLs
+// it removed.
+func (s *Server) DeleteQueue(ctx context.Context, req *pb.QueueWithinCrawlParams) (*pb.Long, error) {
+	c, err := s.existing(ctx, req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	if err := keyArg(req.GetKey(), true); err != nil {
+		return nil, err
+	}
+	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(*Entry) bool { return true }, true)
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	return &pb.Long{Value: uint64(n)}, nil
+}
+
+// BlockQueueUntil blocks a queue until a time (Unix seconds; 0 unblocks),
+// stored in its state: every server honours it, across restarts.
+func (s *Server) BlockQueueUntil(ctx context.Context, req *pb.BlockQueueParams) (*pb.Empty, error) {
+	c, err := crawlArg(req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	if err := keyArg(req.GetKey(), true); err != nil {
+		return nil, err
+	}
+	if req.GetTime() > maxDate {
+		return nil, status.Errorf(codes.InvalidArgument, "time %d: want Unix seconds before year 10000", req.GetTime())
+	}
+	err = s.store.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Blocked = int64(req.GetTime()) * 1000 })
+	return &pb.Empty{}, errStatus(err)
+}
+
+// SetDelay sets a queue's delay between two turns, or with an empty key
+// the default of the crawl's queues.
+func (s *Server) SetDelay(ctx context.Context, req *pb.QueueDelayParams) (*pb.Empty, error) {
+	c, err := crawlArg(req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	if err := keyArg(req.GetKey(), false); err != nil {
+		return nil, err
+	}
+	d := int64(req.GetDelayRequestable()) * 1000
+	err = s.store.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Delay, q.HasDelay = d, true })
+	return &pb.Empty{}, errStatus(err)
+}
+
+// SetCrawlLimit limits the URLs a queue hands out to be fetched: once
+// its fetches (known updates) and URLs in process reach limit it is not
+// served. 0 removes the limit.
+func (s *Server) SetCrawlLimit(ctx context.Context, req *pb.CrawlLimitParams) (*pb.Empty, error) {
+	c, err := crawlArg(req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	if err := keyArg(req.GetKey(), true); err != nil {
+		return nil, err
+	}
+	err = s.store.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Limit = req.GetLimit() })
+	return &pb.Empty{}, errStatus(err)
+}
+
+// SetActive stores the active flag of this node (local) or of every live
+// node; an inactive node hands nothing out and still takes puts.
+func (s *Server) SetActive(ctx context.Context, req *pb.Active) (*pb.Empty, error) {
+	nodes := []string{s.o.Node}
+	if !req.GetLocal() {
+		var err error
+		if nodes, err = s.liveNodes(ctx); err != nil {
+			return nil, errStatus(err)
+		}
+	}
+	v := "true"
+	if !req.GetState() {
+		v = "false"
+	}
+	for _, n := range nodes {
+		if _, err := s.store.state.Put(ctx, s.store.topo.URLFrontierActiveKey(n), []byte(v)); err != nil {
+			return nil, errStatus(err)
+		}
+	}
+	if slices.Contains(nodes, s.o.Node) {
+		s.mu.Lock()
+		s.active = req.GetState()
+		s.mu.Unlock()
+	}
+	return &pb.Empty{}, nil
+}
+
+// GetActive reports this node's flag (local), or whether every live node
+// is active.
+func (s *Server) GetActive(ctx context.Context, req *pb.Local) (*pb.Boolean, error) {
+	if req.GetLocal() {
+		return &pb.Boolean{State: s.isActive()}, nil
+	}
+	nodes, err := s.liveNodes(ctx)
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	for _, n := range nodes {
+		e, err := s.store.state.Get(ctx, s.store.topo.URLFrontierActiveKey(n))
+		if err == nil && string(e.Value()) == "false" {
+			return &pb.Boolean{State: false}, nil
+		}
+	}
+	return &pb.Boolean{State: true}, nil
+}
+
+// SetLogLevel sets this process's log level (Sieve has one logger: the
+// package named is logged, not used).
+func (s *Server) SetLogLevel(_ context.Context, req *pb.LogLevelParams) (*pb.Empty, error) {
+	var l slog.Level
+	switch req.GetLevel() {
+	case pb.LogLevelParams_TRACE, pb.LogLevelParams_DEBUG:
+		l = slog.LevelDebug
+	case pb.LogLevelParams_INFO:
+		l = slog.LevelInfo
+	case pb.LogLevelParams_WARN:
+		l = slog.LevelWarn
+	case pb.LogLevelParams_ERROR:
+		l = slog.LevelError
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "unknown log level %d", req.GetLevel())
+	}
+	if s.o.LogLevel != nil {
+		s.o.LogLevel.Set(l)
+	}
+	s.o.Logger.Info("urlfrontier: log level set", "package", req.GetPackage(), "level", l)
+	return &pb.Empty{}, nil
+}
+
+// GetURLStatus answers for one URL (canonicalized as puts are): exactly
+// for a URL queued or in process, read from the bucket; for another, from
+// the crawl's filter, which holds every URL completed and may hold, with
+// its false-positive rate, one never seen ("probably seen"): a URL it
+// holds is answered as a known item without a refetch date, one it does
+// not with NotFound.
+func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*pb.URLItem, error) {
+	c := s.check(&pb.URLInfo{Url: req.GetUrl(), Key: req.GetKey(), CrawlID: req.GetCrawlID()})
+	if c.reason != "" {
+		return nil, status.Errorf(codes.InvalidArgument, "url %q: %s", req.GetUrl(), c.reason)
+	}
+	if _, err := s.existing(ctx, req.GetCrawlID()); err != nil {
+		return nil, err
+	}
+	e, _, err := s.store.getURL(ctx, s.store.topo.URLFrontierURLKey(c.crawl, c.key, c.url))
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	if e != nil {
+		return s.item(e), nil
+	}
+	f, release, err := s.o.Filters.Acquire(ctx, c.crawl)
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	held, err := f.Contains(ctx, [][]byte{[]byte(c.url)})
+	release()
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	if !held[0] {
+		return nil, status.Errorf(codes.NotFound, "%s is not known in crawl %s", c.url, c.crawl)
+	}
+	info := &pb.URLInfo{Url: c.url, Key: c.key, CrawlID: c.crawl}
+	return &pb.URLItem{ID: c.url, Item: &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info}}}, nil
+}
+
+// item is an entry as the API shows it: a discovered item while it waits
+// for its first fetch, a known item with the date it is handed out again
+// (its lease's end while in process, its refetch date when scheduled).
+func (s *Server) item(e *Entry) *pb.URLItem {
+	info := &pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}
+	it := &pb.URLItem{ID: e.URL, CreationDate: uint64(e.Created)}
+	if e.Leased || e.Known {
+		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info, RefetchableFromDate: uint64(max(e.Due, 0) / 1000)}}
+	} else {
+		it.Item = &pb.URLItem_Discovered{Discovered: &pb.DiscoveredURLItem{Info: info}}
+	}
+	return it
+}
+
+// matcher is ListURLs' and CountURLs' filter on URLs.
+func matcher(filter string, ignoreCase bool) func(*Entry) bool {
+	if filter == "" {
+		return func(*Entry) bool { return true }
+	}
+	if ignoreCase {
+		f := strings.ToLower(filter)
+		return func(e *Entry) bool { return strings.Contains(strings.ToLower(e.URL), f) }
+	}
+	return func(e *Entry) bool { return strings.Contains(e.URL, filter) }
+}
+
+// ListURLs streams a crawl's (or a queue's) queued and in-process URLs
+// with their metadata, ordered by queue and URL, from start, at most size
+// (default 100), those containing filter if set.
+func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsServer) error {
+	c, err := s.existing(stream.Context(), req.GetCrawlID())
+	if err != nil {
+		return err
+	}
+	match := matcher(req.GetFilter(), req.GetIgnoreCase())
+	size := int(req.GetSize())
+	if size == 0 {
+		size = 100
+	}
+	skip := int(req.GetStart())
+	for _, it := range s.store.x.entries(c, req.GetKey()) {
+		if !match(&it.e) {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if size == 0 {
+			break
+		}
+		size--
+		if err := stream.Send(s.item(&it.e)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CountURLs counts a crawl's (or a queue's) queued and in-process URLs,
+// those containing filter if set.
+func (s *Server) CountURLs(ctx context.Context, req *pb.CountUrlParams) (*pb.Long, error) {
+	c, err := s.existing(ctx, req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	match := matcher(req.GetFilter(), req.GetIgnoreCase())
+	var n uint64
+	for _, it := range s.store.x.entries(c, req.GetKey()) {
+		if match(&it.e) {
+			n++
+		}
+	}
+	return &pb.Long{Value: n}, nil
+}
+
+// PurgeURLs removes a crawl's (or a queue's) queued URLs first stored more
+// than days days ago (0: all) and returns how many it removed. URLs in
+// process are kept: their updates are on the way.
+func (s *Server) PurgeURLs(ctx context.Context, req *pb.PurgeUrlParams) (*pb.Long, error) {
+	c, err := s.existing(ctx, req.GetCrawlID())
+	if err != nil {
+		return nil, err
+	}
+	now := s.o.Now()
+	cutoff := now.Add(-time.Duration(req.GetDays()) * 24 * time.Hour).Unix()
+	nowMS := ms(now)
+	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(e *Entry) bool {
+		return e.Created <= cutoff && !e.inProcess(nowMS)
+	}, false)
+	if err != nil {
+		return nil, errStatus(err)
+	}
+	return &pb.Long{Value: uint64(n)}, nil
+}

@@ -1,0 +1,175 @@
+package urlfrontier
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sievecrawl/sieve/admit"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/normalize"
+	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+)
+
+// Reasons an item is SKIPPED, counted in sieve_urlfrontier_rejected_total.
+const (
+	reasonCrawl    = "crawl_id"     // not 1-64 of [A-Za-z0-9_-]
+	reasonKey      = "key_too_long" // a queue key over 255 bytes
+	reasonMeta     = "metadata"     // metadata beyond frontier's bounds
+	reasonDate     = "bad_date"     // a refetchable_from_date past year 9999
+	reasonNoInfo   = "no_info"      // an item without URLInfo
+	reasonRepeated = "repeated"     // the same URL twice in one batch
+)
+
+// maxDate is the latest refetchable_from_date taken: 9999-12-31T23:59:59Z.
+// Later ones are malformed (most likely milliseconds).
+const maxDate = 253402300799
+
+// candidate is one item of a put, checked and canonicalized.
+type candidate struct {
+	crawl, url, key string
+	meta            map[string][]string
+	reason          string // non-empty: SKIPPED for this reason
+}
+
+// check validates and canonicalizes one URLInfo.
+func (s *Server) check(info *pb.URLInfo) candidate {
+	if info == nil {
+		return candidate{reason: reasonNoInfo}
+	}
+	c := candidate{crawl: crawlOf(info.GetCrawlID()), key: info.GetKey()}
+	if !frontier.ValidCrawl(c.crawl) {
+		c.reason = reasonCrawl
+		return c
+	}
+	u, err := s.o.Canonicalize(info.GetUrl())
+	if err != nil {
+		c.reason = "invalid_url"
+		var ne *normalize.Error
+		if errors.As(err, &ne) {
+			c.reason = string(ne.Reason)
+		}
+		return c
+	}
+	c.url = u
+	if c.key == "" {
+		c.key = frontier.HostKey(u)
+	}
+	if len(c.key) > frontier.MaxKeyBytes {
+		c.reason = reasonKey
+		return c
+	}
+	if m := info.GetMetadata(); len(m) > 0 {
+		c.meta = make(map[string][]string, len(m))
+		keys, values, size := 0, 0, 0
+		for k, v := range m {
+			keys++
+			size += len(k)
+			for _, s := range v.GetValues() {
+				values++
+				size += len(s)
+			}
+			if k == "" {
+				c.reason = reasonMeta
+			}
+			c.meta[k] = append([]string(nil), v.GetValues()...)
+		}
+		if keys > frontier.MaxMetaKeys || values > frontier.MaxMetaValues || size > frontier.MaxMetaBytes {
+			c.reason = reasonMeta
+		}
+	}
+	return c
+}
+
+// crawlOf maps the API's crawl id onto Sieve's: "" is DEFAULT.
+func crawlOf(id string) string {
+	if id == "" {
+		return DefaultCrawl
+	}
+	return id
+}
+
+// DefaultCrawl is the crawl of an empty crawlID, as in the API.
+const DefaultCrawl = "DEFAULT"
+
+// discover admits the discovered URLs of one batch through the crawl's
+// filter, as the dedup workers do, and returns one status per info.
+func (s *Server) discover(ctx context.Context, infos []*pb.URLInfo) []pb.AckMessage_Status {
+	st := make([]pb.AckMessage_Status, len(infos))
+	cands := make([]candidate, len(infos))
+	var urls []admit.URL
+	var at []int
+	seen := map[[2]string]bool{}
+	for i, info := range infos {
+		c := s.check(info)
+		cands[i] = c
+		if c.reason == "" && seen[[2]string{c.crawl, c.url}] {
+			c.reason = reasonRepeated
+		}
+		if c.reason != "" {
+			st[i] = pb.AckMessage_SKIPPED
+			s.m.rejected.WithLabelValues(c.reason).Inc()
+			continue
+		}
+		seen[[2]string{c.crawl, c.url}] = true
+		if err := s.ensureCrawl(ctx, c.crawl); err != nil {
+			st[i] = pb.AckMessage_FAIL
+			s.o.Logger.Warn("urlfrontier: record crawl", "crawl", c.crawl, "error", err)
+			continue
+		}
+		urls = append(urls, admit.URL{Crawl: c.crawl, URL: c.url, Key: c.key, Meta: c.meta})
+		at = append(at, i)
+	}
+	if len(urls) == 0 {
+		return st
+	}
+	actx, cancel := context.WithTimeout(ctx, s.o.AdmitTimeout)
+	defer cancel()
+	verdicts, _ := s.core.Admit(actx, urls, noMessages{})
+	for j, v := range verdicts {
+		i := at[j]
+		switch v {
+		case admit.Admitted:
+			st[i] = pb.AckMessage_OK
+		case admit.Republished, admit.Held, admit.Cached:
+			st[i] = pb.AckMessage_SKIPPED
+			s.m.rejected.WithLabelValues("known").Inc()
+		default:
+			st[i] = pb.AckMessage_FAIL
+		}
+	}
+	return st
+}
+
+// noMessages: a put has no messages to keep alive or hand back; a parked
+// crawl's URLs stay Undecided and are answered FAIL.
+type noMessages struct{}
+
+func (noMessages) Touch()                         {}
+func (noMessages) Park(string, time.Duration) int { return 0 }
+
+// publisher is the admit.Publisher of the server: it stores admitted URLs
+// in the URLs bucket, where a key that holds a value already is the
+// duplicate the protocol expects of a frontier.
+type publisher struct{ s *Server }
+
+var _ admit.Publisher = publisher{}
+
+func (p publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, error) {
+	now := p.s.o.Now()
+	keys := make([]string, len(urls))
+	entries := make([]*Entry, len(urls))
+	for i, u := range urls {
+		keys[i] = p.s.store.topo.URLFrontierURLKey(u.Crawl, u.Key, u.URL)
+		entries[i] = &Entry{V: formatVersion, Crawl: u.Crawl, URL: u.URL, Key: u.Key, Meta: u.Meta, Created: now.Unix()}
+	}
+	dup, errs, err := p.s.store.createURLs(ctx, keys, entries)
+	if err != nil {
+		return nil, err
+	}
+	acks := make([]admit.Ack, len(urls))
+	for i := range acks {
+		acks[i] = admit.Ack{Duplicate: dup[i], Err: errs[i]}
+	}
+	return acks, nil
+}

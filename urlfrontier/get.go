@@ -1,0 +1,159 @@
+package urlfrontier
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+)
+
+// GetURLs hands out ready URLs and streams them: up to max_urls_per_queue
+// from each of up to max_queues queues (0: no limit; Options.MaxHandOut in
+// all), of one crawl or of any, of one queue if key is set. A queue is
+// served when it is not blocked, its turn has come (its delay has passed
+// since it was last served), it has fewer than max_urls_per_queue URLs in
+// process and it is under its crawl limit; the queues that waited longest
+// go first. Each queue's turn is taken with a compare-and-set of its state,
+// then each URL's lease (due = now + delay_requestable) with one of its
+// entry, so two servers never hand out one URL or serve one queue twice
+// within its delay. Nothing is handed out while the node is inactive.
+func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer) error {
+	ctx := stream.Context()
+	var crawls []string
+	if req.GetAnyCrawlID() == nil {
+		c, err := crawlArg(req.GetCrawlID())
+		if err != nil {
+			return err
+		}
+		crawls = []string{c}
+	}
+	if err := keyArg(req.GetKey(), false); err != nil {
+		return err
+	}
+	if !s.isActive() {
+		return nil
+	}
+	lease := s.o.DefaultLease
+	if d := req.GetDelayRequestable(); d > 0 {
+		lease = time.Duration(d) * time.Second
+	}
+	perQueue := int(req.GetMaxUrlsPerQueue())
+	now := s.now()
+	maxReady := -1
+	if perQueue > 0 {
+		maxReady = perQueue
+	}
+	views := s.store.x.queues(now, crawls, req.GetKey(), maxReady)
+	type turn struct {
+		v *queueView
+		n int // URLs to hand out
+	}
+	var turns []turn
+	for i := range views {
+		v := &views[i]
+		if len(v.ready) == 0 || v.blocked(now) || v.state.Next > now {
+			continue
+		}
+		n := len(v.ready)
+		if perQueue > 0 {
+			n = min(n, perQueue-v.inProcess)
+		}
+		if l := int64(v.state.Limit); l > 0 {
+			n = int(min(int64(n), l-int64(v.state.Fetched)-int64(v.inProcess)))
+		}
+		if n <= 0 {
+			continue
+		}
+		turns = append(turns, turn{v, n})
+	}
+	slices.SortFunc(turns, func(a, b turn) int {
+		return cmp.Or(cmp.Compare(a.v.state.Next, b.v.state.Next), strings.Compare(a.v.stateKey, b.v.stateKey))
+	})
+	if m := int(req.GetMaxQueues()); m > 0 && len(turns) > m {
+		turns = turns[:m]
+	}
+	budget := s.o.MaxHandOut
+	for i := range turns {
+		turns[i].n = min(turns[i].n, budget)
+		budget -= turns[i].n
+	}
+	// Take the queues' turns, then lease their URLs: two rounds of
+	// compare-and-set, each one round trip.
+	qw := make([]write, 0, len(turns))
+	qs := make([]*QueueState, 0, len(turns))
+	for _, t := range turns {
+		if t.n <= 0 {
+			break
+		}
+		q := t.v.state
+		if !t.v.hasState {
+			q = QueueState{V: formatVersion, Crawl: t.v.crawl, Key: t.v.key}
+		}
+		q.Next = now + s.delayOf(t.v).Milliseconds()
+		qw = append(qw, write{key: t.v.stateKey, value: encode(&q), rev: t.v.stateRev})
+		qs = append(qs, &q)
+	}
+	qres, err := s.store.cas(ctx, s.store.queues, qw)
+	if err != nil {
+		return errStatus(err)
+	}
+	var uw []write
+	var ue []*Entry
+	for i, r := range qres {
+		if r.err != nil {
+			if !errors.Is(r.err, errConflict) {
+				s.o.Logger.Warn("urlfrontier: take a queue's turn", "queue", turns[i].v.key, "error", r.err)
+			}
+			continue // another server serves it
+		}
+		s.store.x.putQueue(qw[i].key, r.rev, qs[i], true)
+		for _, it := range turns[i].v.ready[:turns[i].n] {
+			e := it.e
+			e.Leased, e.Due = true, now+lease.Milliseconds()
+			uw = append(uw, write{key: it.key, value: encode(&e), rev: it.rev})
+			ue = append(ue, &e)
+		}
+	}
+	ures, err := s.store.cas(ctx, s.store.urls, uw)
+	if err != nil {
+		return errStatus(err)
+	}
+	for i, r := range ures {
+		if r.err != nil {
+			continue // changed meanwhile: completed, deleted or leased elsewhere
+		}
+		s.store.x.putEntry(uw[i].key, r.rev, ue[i], true)
+		e := ue[i]
+		if err := stream.Send(&pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}); err != nil {
+			return err // leased, not sent: handed out again when the lease ends
+		}
+		s.m.handed.Inc()
+	}
+	return nil
+}
+
+// delayOf is a queue's delay: its own, its crawl's default, or the
+// server's.
+func (s *Server) delayOf(v *queueView) time.Duration {
+	switch {
+	case v.state.HasDelay:
+		return time.Duration(v.state.Delay) * time.Millisecond
+	case v.hasDef:
+		return time.Duration(v.defDelay) * time.Millisecond
+	}
+	return s.o.DefaultDelay
+}
+
+func toPB(m map[string][]string) map[string]*pb.StringList {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]*pb.StringList, len(m))
+	for k, v := range m {
+		out[k] = &pb.StringList{Values: v}
+	}
+	return out
+}

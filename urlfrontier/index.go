@@ -1,0 +1,411 @@
+package urlfrontier
+
+import (
+	"container/heap"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// index is a server's view of the URLs and queues buckets, kept by
+// watching them (and by applying its own writes at once): the queues of
+// each crawl, each with its URLs in order of their due time. It answers
+// the reads (stats, listings, counts) and chooses what GetURLs offers; the
+// buckets stay the truth, and every hand-out is a compare-and-set on them,
+// so two servers with the same view never hand out one URL twice.
+//
+// Revisions are the buckets' stream sequences, so they grow over all keys:
+// a value older than the one held is ignored, and a server's own write is
+// applied only while the watch has not delivered it yet (its revision is
+// above the watch's), so a stale write never brings back a deleted URL.
+// It is safe for concurrent use.
+type index struct {
+	mu     sync.Mutex
+	crawls map[string]*crawlIndex
+	items  map[string]*item // by key in the URLs bucket
+	// urlsSeen and queuesSeen are the last revisions the watches
+	// delivered.
+	urlsSeen, queuesSeen uint64
+}
+
+type crawlIndex struct {
+	id     string
+	queues map[string]*queueIndex // by queue state key (crawl.qhash)
+	// defDelay is the crawl's default delay in ms (hasDef false: the
+	// server's).
+	defDelay int64
+	hasDef   bool
+	defRev   uint64
+}
+
+type queueIndex struct {
+	crawl    *crawlIndex
+	stateKey string
+	key      string
+	state    *QueueState // nil: none stored
+	stateRev uint64
+	items    map[string]*item
+	due      itemHeap
+}
+
+type item struct {
+	key string // in the URLs bucket
+	e   *Entry
+	rev uint64
+	q   *queueIndex
+	pos int // in q.due
+}
+
+func newIndex() *index {
+	return &index{crawls: map[string]*crawlIndex{}, items: map[string]*item{}}
+}
+
+func (x *index) crawl(id string) *crawlIndex {
+	c := x.crawls[id]
+	if c == nil {
+		c = &crawlIndex{id: id, queues: map[string]*queueIndex{}}
+		x.crawls[id] = c
+	}
+	return c
+}
+
+func (c *crawlIndex) queue(stateKey, key string) *queueIndex {
+	q := c.queues[stateKey]
+	if q == nil {
+		q = &queueIndex{crawl: c, stateKey: stateKey, key: key, items: map[string]*item{}}
+		c.queues[stateKey] = q
+	}
+	return q
+}
+
+// stateKeyOf returns the queue state key of a URL key (crawl.qhash.uhash).
+func stateKeyOf(urlKey string) string {
+	if i := strings.LastIndexByte(urlKey, '.'); i > 0 {
+		return urlKey[:i]
+	}
+	return urlKey
+}
+
+// putEntry stores a URL's value at rev; own says it is this server's write.
+func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if own && rev <= x.urlsSeen {
+		return
+	}
+	if !own {
+		x.urlsSeen = max(x.urlsSeen, rev)
+	}
+	if it := x.items[key]; it != nil {
+		if it.rev >= rev {
+			return
+		}
+		it.e, it.rev = e, rev
+		heap.Fix(&it.q.due, it.pos)
+		return
+	}
+	q := x.crawl(e.Crawl).queue(stateKeyOf(key), e.Key)
+	it := &item{key: key, e: e, rev: rev, q: q}
+	x.items[key] = it
+	q.items[key] = it
+	heap.Push(&q.due, it)
+}
+
+// deleteEntry removes a URL at rev.
+func (x *index) deleteEntry(key string, rev uint64, own bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if own && rev <= x.urlsSeen {
+		return
+	}
+	if !own {
+		x.urlsSeen = max(x.urlsSeen, rev)
+	}
+	it := x.items[key]
+	if it == nil || it.rev >= rev {
+		return
+	}
+	x.dropLocked(it)
+}
+
+func (x *index) dropLocked(it *item) {
+	delete(x.items, it.key)
+	q := it.q
+	delete(q.items, it.key)
+	heap.Remove(&q.due, it.pos)
+	x.pruneLocked(q)
+}
+
+// pruneLocked forgets a queue with neither URLs nor stored state.
+func (x *index) pruneLocked(q *queueIndex) {
+	if len(q.items) == 0 && q.state == nil {
+		delete(q.crawl.queues, q.stateKey)
+		if len(q.crawl.queues) == 0 && !q.crawl.hasDef {
+			delete(x.crawls, q.crawl.id)
+		}
+	}
+}
+
+// putQueue stores a queue's state at rev.
+func (x *index) putQueue(stateKey string, rev uint64, s *QueueState, own bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if own && rev <= x.queuesSeen {
+		return
+	}
+	if !own {
+		x.queuesSeen = max(x.queuesSeen, rev)
+	}
+	q := x.crawl(s.Crawl).queue(stateKey, s.Key)
+	if q.stateRev >= rev {
+		return
+	}
+	q.state, q.stateRev = s, rev
+}
+
+// putDefault stores a crawl's default delay at rev.
+func (x *index) putDefault(crawl string, rev uint64, delay int64, own bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if own && rev <= x.queuesSeen {
+		return
+	}
+	if !own {
+		x.queuesSeen = max(x.queuesSeen, rev)
+	}
+	c := x.crawl(crawl)
+	if c.defRev >= rev {
+		return
+	}
+	c.defDelay, c.hasDef, c.defRev = delay, true, rev
+}
+
+// deleteQueueKey removes a queue's state (or a crawl's default) at rev.
+func (x *index) deleteQueueKey(stateKey string, rev uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.queuesSeen = max(x.queuesSeen, rev)
+	crawl, rest, _ := strings.Cut(stateKey, ".")
+	c := x.crawls[crawl]
+	if c == nil {
+		return
+	}
+	if rest == "_default" {
+		if c.defRev < rev {
+			c.hasDef, c.defDelay, c.defRev = false, 0, rev
+		}
+		if len(c.queues) == 0 {
+			delete(x.crawls, crawl)
+		}
+		return
+	}
+	q := c.queues[stateKey]
+	if q == nil || q.stateRev >= rev {
+		return
+	}
+	q.state, q.stateRev = nil, rev
+	x.pruneLocked(q)
+}
+
+// queueView is a copy of what a queue holds at one time.
+type queueView struct {
+	crawl, key, stateKey string
+	state                QueueState // zero when none is stored
+	hasState             bool
+	stateRev             uint64
+	defDelay             int64
+	hasDef               bool
+	inProcess            int
+	queued               int // ready or waiting, not in process
+	// ready are the URLs due now, earliest first (at most the limit
+	// asked for).
+	ready []readyItem
+}
+
+type readyItem struct {
+	key string
+	e   Entry
+	rev uint64
+}
+
+// blocked reports whether the queue is blocked at now.
+func (v *queueView) blocked(now int64) bool { return v.state.Blocked > now }
+
+// active reports whether the queue holds URLs not completed and is not
+// blocked (ListQueues, GetStats' active_queues).
+func (v *queueView) active(now int64) bool { return v.inProcess+v.queued > 0 && !v.blocked(now) }
+
+// view copies q at now with at most maxReady ready URLs (-1: all).
+func (q *queueIndex) view(now int64, maxReady int) queueView {
+	v := queueView{crawl: q.crawl.id, key: q.key, stateKey: q.stateKey, stateRev: q.stateRev,
+		defDelay: q.crawl.defDelay, hasDef: q.crawl.hasDef}
+	if q.state != nil {
+		v.state, v.hasState = *q.state, true
+	}
+	for _, it := range q.items {
+		if it.e.inProcess(now) {
+			v.inProcess++
+		}
+	}
+	v.queued = len(q.items) - v.inProcess
+	if maxReady != 0 {
+		// The heap's order is by due time: pop the ready ones, then put
+		// them back.
+		var popped []*item
+		for q.due.Len() > 0 && (maxReady < 0 || len(v.ready) < maxReady) {
+			it := q.due[0]
+			if !it.e.ready(now) {
+				break
+			}
+			popped = append(popped, heap.Pop(&q.due).(*item))
+			v.ready = append(v.ready, readyItem{key: it.key, e: *it.e, rev: it.rev})
+		}
+		for _, it := range popped {
+			heap.Push(&q.due, it)
+		}
+	}
+	return v
+}
+
+// queues returns views of the crawls' queues (every crawl for nil), with
+// at most maxReady ready URLs each, in no particular order; key, when not
+// empty, selects one queue.
+func (x *index) queues(now int64, crawls []string, key string, maxReady int) []queueView {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []queueView
+	each := func(c *crawlIndex) {
+		for _, q := range c.queues {
+			if key != "" && q.key != key {
+				continue
+			}
+			out = append(out, q.view(now, maxReady))
+		}
+	}
+	if crawls == nil {
+		for _, c := range x.crawls {
+			each(c)
+		}
+	} else {
+		for _, id := range crawls {
+			if c := x.crawls[id]; c != nil {
+				each(c)
+			}
+		}
+	}
+	return out
+}
+
+// crawlIDs returns the crawls that have URLs or queue state, sorted.
+func (x *index) crawlIDs() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ids := make([]string, 0, len(x.crawls))
+	for id := range x.crawls {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// entries returns copies of a crawl's URLs (one queue's for key != ""),
+// sorted by queue key and then URL, with their revisions.
+func (x *index) entries(crawl, key string) []readyItem {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.crawls[crawl]
+	if c == nil {
+		return nil
+	}
+	var out []readyItem
+	for _, q := range c.queues {
+		if key != "" && q.key != key {
+			continue
+		}
+		for _, it := range q.items {
+			out = append(out, readyItem{key: it.key, e: *it.e, rev: it.rev})
+		}
+	}
+	slices.SortFunc(out, func(a, b readyItem) int {
+		if c := strings.Compare(a.e.Key, b.e.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.e.URL, b.e.URL)
+	})
+	return out
+}
+
+// entry returns a copy of one URL's value.
+func (x *index) entry(key string) (readyItem, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	it := x.items[key]
+	if it == nil {
+		return readyItem{}, false
+	}
+	return readyItem{key: key, e: *it.e, rev: it.rev}, true
+}
+
+// forgetCrawl drops everything of a crawl (after it was purged from the
+// buckets, which a watch does not see).
+func (x *index) forgetCrawl(crawl string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.crawls[crawl]
+	if c == nil {
+		return
+	}
+	for _, q := range c.queues {
+		for k := range q.items {
+			delete(x.items, k)
+		}
+	}
+	delete(x.crawls, crawl)
+}
+
+// forgetQueue drops a queue's URLs and state (after a purge).
+func (x *index) forgetQueue(crawl, stateKey string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.crawls[crawl]
+	if c == nil {
+		return
+	}
+	q := c.queues[stateKey]
+	if q == nil {
+		return
+	}
+	for k := range q.items {
+		delete(x.items, k)
+	}
+	q.items, q.due, q.state = map[string]*item{}, nil, nil
+	x.pruneLocked(q)
+}
+
+// itemHeap orders a queue's URLs by due time, then by URL.
+type itemHeap []*item
+
+func (h itemHeap) Len() int { return len(h) }
+func (h itemHeap) Less(i, j int) bool {
+	if h[i].e.Due != h[j].e.Due {
+		return h[i].e.Due < h[j].e.Due
+	}
+	return h[i].e.Created < h[j].e.Created || (h[i].e.Created == h[j].e.Created && h[i].e.URL < h[j].e.URL)
+}
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos, h[j].pos = i, j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*item)
+	it.pos = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.pos = -1
+	return it
+}

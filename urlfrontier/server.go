@@ -1,0 +1,320 @@
+package urlfrontier
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sievecrawl/sieve/admit"
+	"github.com/sievecrawl/sieve/frontier"
+	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+)
+
+// Crawls records and deletes crawls: package crawls' Store, which keeps a
+// crawl's record, filter and counts, in the server's program.
+type Crawls interface {
+	// Create records the crawl if it has no record (its filter is opened
+	// from the record's settings).
+	Create(ctx context.Context, id string) error
+	// Delete removes the crawl's filter, counts, record and its messages
+	// on the pipeline's streams; found says it had a record.
+	Delete(ctx context.Context, id string) (found bool, err error)
+	// IDs lists the recorded crawls.
+	IDs(ctx context.Context) ([]string, error)
+}
+
+// Options configures a Server. Zero values mean the defaults.
+type Options struct {
+	// JetStream holds the buckets (required).
+	JetStream jetstream.JetStream
+	// Topology names them.
+	Topology frontier.Topology
+	// Filters are the crawls' seen-URL filters, shared with the dedup
+	// workers (required).
+	Filters admit.Filters
+	// Canonicalize turns a URL into its canonical form (required:
+	// normalize.Normalizer.URL).
+	Canonicalize func(string) (string, error)
+	// Crawls records and deletes crawls (required).
+	Crawls Crawls
+	// Node is this server's address, as ListNodes shows it (required).
+	Node string
+	// DefaultDelay is a queue's delay between two turns unless SetDelay
+	// set another (default 1 s).
+	DefaultDelay time.Duration
+	// DefaultLease is how long a handed-out URL waits for its update when
+	// GetURLs asks for 0 (default 30 s).
+	DefaultLease time.Duration
+	// MaxBatch bounds the URLs of one DiscoveredBatch (default 10,000).
+	MaxBatch int
+	// MaxHandOut bounds the URLs of one GetURLs call (default 100,000).
+	MaxHandOut int
+	// AdmitTimeout bounds the admission of one batch: a URL not decided
+	// by then is answered FAIL (default 10 s).
+	AdmitTimeout time.Duration
+	// Registerer receives the metrics (nil: none).
+	Registerer prometheus.Registerer
+	// Logger logs (nil: discard); LogLevel, if set, is what SetLogLevel
+	// changes.
+	Logger   *slog.Logger
+	LogLevel *slog.LevelVar
+	// Now tells the time (default time.Now).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.DefaultDelay == 0 {
+		o.DefaultDelay = time.Second
+	}
+	if o.DefaultLease <= 0 {
+		o.DefaultLease = 30 * time.Second
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 10_000
+	}
+	if o.MaxHandOut <= 0 {
+		o.MaxHandOut = 100_000
+	}
+	if o.AdmitTimeout <= 0 {
+		o.AdmitTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Server implements the URLFrontier service on Sieve (see the package
+// documentation). Open it, Register it on a grpc.Server, and Close it
+// after the grpc.Server stopped. It is safe for concurrent use.
+type Server struct {
+	pb.UnimplementedURLFrontierServer
+	o     Options
+	store *store
+	core  *admit.Core
+	m     *metrics
+
+	active   bool
+	mu       sync.Mutex
+	recorded map[string]bool // crawls recorded by this server
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+var _ pb.URLFrontierServer = (*Server)(nil)
+
+// Open opens the buckets, loads them into the server's index and starts
+// keeping it (and this node's liveness) up to date until Close.
+func Open(ctx context.Context, o Options) (*Server, error) {
+	if o.JetStream == nil || o.Filters == nil || o.Canonicalize == nil || o.Crawls == nil || o.Node == "" {
+		return nil, errors.New("urlfrontier: Open needs JetStream, Filters, Canonicalize, Crawls and Node")
+	}
+	o = o.withDefaults()
+	st, err := openStore(ctx, o.JetStream, o.Topology)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{o: o, store: st, recorded: map[string]bool{}, active: true}
+	s.m, err = newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.core, err = admit.New(admit.Options{Filters: o.Filters, Publisher: publisher{s}, Logger: o.Logger, BackoffMax: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		for rctx.Err() == nil {
+			// A watch that ends is started again: it delivers every
+			// value again, which the index takes by revision.
+			if err := st.watch(rctx, func() { readyOnce.Do(func() { close(ready) }) }); err != nil {
+				o.Logger.Warn("urlfrontier: watch", "error", err)
+				pause(rctx, time.Second)
+			}
+		}
+	}()
+	go func() { defer s.wg.Done(); s.heartbeat(rctx) }()
+	go func() { defer s.wg.Done(); s.watchActive(rctx) }()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	}
+	return s, nil
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Close stops the server's goroutines and removes this node from the live
+// ones. It does not stop a grpc.Server; stop that first.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.store.nodes.Delete(ctx, s.store.topo.URLFrontierNodeKey(s.o.Node))
+	})
+	return nil
+}
+
+// Register registers the service on g.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterURLFrontierServer(g, s) }
+
+// ServerOptions are the grpc.Server options the service needs: its
+// metrics interceptors and maxMsg as the largest message received.
+func (s *Server) ServerOptions(maxMsg int) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(s.m.unary),
+		grpc.ChainStreamInterceptor(s.m.stream),
+		grpc.MaxRecvMsgSize(maxMsg),
+	}
+}
+
+// heartbeat keeps this node in the nodes bucket.
+func (s *Server) heartbeat(ctx context.Context) {
+	key := s.store.topo.URLFrontierNodeKey(s.o.Node)
+	for {
+		if _, err := s.store.nodes.Put(ctx, key, []byte(s.o.Node)); err != nil && ctx.Err() == nil {
+			s.o.Logger.Warn("urlfrontier: heartbeat", "error", err)
+		}
+		pause(ctx, nodeTTL/3)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// watchActive follows this node's active flag.
+func (s *Server) watchActive(ctx context.Context) {
+	key := s.store.topo.URLFrontierActiveKey(s.o.Node)
+	for ctx.Err() == nil {
+		w, err := s.store.state.Watch(ctx, key)
+		if err != nil {
+			pause(ctx, time.Second)
+			continue
+		}
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			s.mu.Lock()
+			s.active = e.Operation() != jetstream.KeyValuePut || string(e.Value()) != "false"
+			s.mu.Unlock()
+		}
+		_ = w.Stop()
+	}
+}
+
+func (s *Server) isActive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// ensureCrawl records a crawl once per server.
+func (s *Server) ensureCrawl(ctx context.Context, crawl string) error {
+	s.mu.Lock()
+	ok := s.recorded[crawl]
+	s.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := s.o.Crawls.Create(ctx, crawl); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.recorded[crawl] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// errStatus turns an internal error into a gRPC status: a context's end
+// as such, anything else Unavailable (the client may retry).
+func errStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+// crawlArg checks a crawl id given to a call.
+func crawlArg(id string) (string, error) {
+	c := crawlOf(id)
+	if !frontier.ValidCrawl(c) {
+		return "", status.Errorf(codes.InvalidArgument, "crawl id %q: want 1-64 of [A-Za-z0-9_-]", id)
+	}
+	return c, nil
+}
+
+// existing checks that a crawl named by a call exists: DEFAULT always
+// does; another must have URLs, queue state or a record.
+func (s *Server) existing(ctx context.Context, id string) (string, error) {
+	c, err := crawlArg(id)
+	if err != nil || c == DefaultCrawl {
+		return c, err
+	}
+	for _, have := range s.store.x.crawlIDs() {
+		if have == c {
+			return c, nil
+		}
+	}
+	ids, err := s.o.Crawls.IDs(ctx)
+	if err != nil {
+		return "", errStatus(err)
+	}
+	for _, have := range ids {
+		if have == c {
+			return c, nil
+		}
+	}
+	return "", status.Errorf(codes.NotFound, "no crawl %q", c)
+}
+
+func keyArg(key string, required bool) error {
+	if required && key == "" {
+		return status.Error(codes.InvalidArgument, "a queue key is required")
+	}
+	if len(key) > frontier.MaxKeyBytes {
+		return status.Errorf(codes.InvalidArgument, "queue key of %d bytes: at most %d", len(key), frontier.MaxKeyBytes)
+	}
+	return nil
+}
+
+func (s *Server) now() int64 { return ms(s.o.Now()) }

@@ -1,0 +1,373 @@
+package urlfrontier_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sievecrawl/sieve/urlfrontier"
+
+	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+)
+
+const (
+	OK      = pb.AckMessage_OK
+	SKIPPED = pb.AckMessage_SKIPPED
+	FAIL    = pb.AckMessage_FAIL
+)
+
+// TestPutURLsStatuses pins the status of each kind of discovered item.
+func TestPutURLsStatuses(t *testing.T) {
+	n := newEnv(t).start("n1")
+	n.put(t, disc("", "https://example.com/a", ""))
+	long := disc("", "https://example.com/long", strings.Repeat("k", 256))
+	long.ID = "long"
+	withID := disc("", "https://example.com/id", "")
+	withID.ID = "my-id"
+	cases := []struct {
+		item *pb.URLItem
+		id   string
+		want pb.AckMessage_Status
+	}{
+		{disc("", "https://example.com/b", ""), "https://example.com/b", OK},
+		{disc("", "https://example.com/a", ""), "https://example.com/a", SKIPPED},                   // known
+		{disc("", "HTTPS://Example.com:443/a#frag", ""), "HTTPS://Example.com:443/a#frag", SKIPPED}, // same canonical URL
+		{disc("", "mailto:x@example.com", ""), "mailto:x@example.com", SKIPPED},                     // policy: scheme
+		{disc("", "http://[::1", ""), "http://[::1", SKIPPED},                                       // unparsable
+		{disc("bad crawl!", "https://example.com/c", ""), "https://example.com/c", SKIPPED},         // crawl id
+		{long, "long", SKIPPED}, // key over 255 bytes
+		{withID, "my-id", OK},   // the item's ID echoed
+		{known("", "https://example.com/never", 1<<62), "https://example.com/never", SKIPPED}, // malformed date
+		{&pb.URLItem{ID: "empty"}, "empty", SKIPPED},
+	}
+	var items []*pb.URLItem
+	for _, c := range cases {
+		items = append(items, c.item)
+	}
+	got := n.put(t, items...)
+	for _, c := range cases {
+		if got[c.id] != c.want {
+			t.Errorf("PutURLs(%q) = %v, want %v", c.id, got[c.id], c.want)
+		}
+	}
+}
+
+// TestLeaseDelayCompleteRefetch walks one queue through the life of its
+// URLs: hand-out, lease, delay between turns, completion and a refetch.
+func TestLeaseDelayCompleteRefetch(t *testing.T) {
+	e := newEnv(t)
+	n := e.start("n1")
+	n.put(t, disc("", "https://a.example/1", ""), disc("", "https://a.example/2", ""), disc("", "https://b.example/1", ""))
+	got := n.get(t, anyCrawl(1, 0, 10))
+	slices.Sort(got)
+	if want := []string{"https://a.example/1", "https://b.example/1"}; !slices.Equal(got, want) {
+		t.Fatalf("GetURLs = %v, want %v", got, want)
+	}
+	// Within the delay (1 s) no queue is served; after it, a.example has
+	// one URL in process, the limit per queue asked for.
+	if got := n.get(t, anyCrawl(1, 0, 10)); len(got) != 0 {
+		t.Fatalf("GetURLs within the delay = %v", got)
+	}
+	e.clk.Add(1500 * time.Millisecond)
+	if got := n.get(t, anyCrawl(1, 0, 10)); len(got) != 0 {
+		t.Fatalf("GetURLs with a URL in process per queue = %v", got)
+	}
+	if got := n.get(t, anyCrawl(2, 0, 10)); !slices.Equal(got, []string{"https://a.example/2"}) {
+		t.Fatalf("GetURLs of 2 per queue = %v", got)
+	}
+	// a.example/1 completed; b.example/1 to be fetched again in an hour.
+	later := uint64(e.clk.Now().Add(time.Hour).Unix())
+	if st := n.put(t, known("", "https://a.example/1", 0), known("", "https://b.example/1", later)); st["https://a.example/1"] != OK || st["https://b.example/1"] != OK {
+		t.Fatalf("known updates: %v", st)
+	}
+	stats, err := n.client.GetStats(ctxT(t), &pb.QueueWithinCrawlParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.GetSize() != 1 || stats.GetInProcess() != 1 || stats.GetCounts()["completed"] != 1 || stats.GetNumberOfQueues() != 2 {
+		t.Fatalf("GetStats = %v", stats)
+	}
+	// The lease of a.example/2 (10 s) ends: it is handed out again.
+	e.clk.Add(11 * time.Second)
+	if got := n.get(t, anyCrawl(0, 0, 10)); !slices.Equal(got, []string{"https://a.example/2"}) {
+		t.Fatalf("GetURLs after the lease = %v", got)
+	}
+	n.put(t, known("", "https://a.example/2", 0))
+	e.clk.Add(time.Hour)
+	if got := n.get(t, anyCrawl(0, 0, 10)); !slices.Equal(got, []string{"https://b.example/1"}) {
+		t.Fatalf("GetURLs at the refetch date = %v", got)
+	}
+	// A completed URL is known: discovered again it is skipped.
+	if st := n.put(t, disc("", "https://a.example/1", "")); st["https://a.example/1"] != SKIPPED {
+		t.Fatalf("rediscovered completed URL: %v", st)
+	}
+}
+
+// TestQueueControls checks SetDelay, BlockQueueUntil, SetCrawlLimit and
+// SetActive.
+func TestQueueControls(t *testing.T) {
+	e := newEnv(t)
+	n := e.start("n1")
+	ctx := ctxT(t)
+	var items []*pb.URLItem
+	for _, u := range []string{"https://q.example/1", "https://q.example/2", "https://q.example/3", "https://r.example/1"} {
+		items = append(items, disc("c1", u, ""))
+	}
+	n.put(t, items...)
+	one := &pb.GetParams{MaxUrlsPerQueue: 1, Key: "q.example", DelayRequestable: 1, Item: &pb.GetParams_CrawlID{CrawlID: "c1"}}
+	if _, err := n.client.SetDelay(ctx, &pb.QueueDelayParams{Key: "q.example", DelayRequestable: 5, CrawlID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.get(t, one); len(got) != 1 {
+		t.Fatalf("first GetURLs = %v", got)
+	}
+	e.clk.Add(2 * time.Second) // lease over, delay (5 s) not
+	if got := n.get(t, one); len(got) != 0 {
+		t.Fatalf("GetURLs within SetDelay's delay = %v", got)
+	}
+	e.clk.Add(4 * time.Second)
+	until := uint64(e.clk.Now().Add(time.Minute).Unix())
+	if _, err := n.client.BlockQueueUntil(ctx, &pb.BlockQueueParams{Key: "q.example", Time: until, CrawlID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.get(t, one); len(got) != 0 {
+		t.Fatalf("GetURLs of a blocked queue = %v", got)
+	}
+	q, err := n.client.ListQueues(ctx, &pb.Pagination{CrawlID: "c1"})
+	if err != nil || !slices.Equal(q.GetValues(), []string{"r.example"}) {
+		t.Fatalf("ListQueues without inactive = %v, %v", q, err)
+	}
+	if _, err := n.client.BlockQueueUntil(ctx, &pb.BlockQueueParams{Key: "q.example", Time: 0, CrawlID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.client.SetCrawlLimit(ctx, &pb.CrawlLimitParams{Key: "q.example", Limit: 1, CrawlID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	n.put(t, known("c1", "https://q.example/1", 0), known("c1", "https://q.example/2", 0), known("c1", "https://q.example/3", 0))
+	n.put(t, disc("c1", "https://q.example/4", ""))
+	e.clk.Add(time.Minute)
+	if got := n.get(t, one); len(got) != 0 {
+		t.Fatalf("GetURLs of a queue at its crawl limit = %v", got)
+	}
+	if _, err := n.client.SetActive(ctx, &pb.Active{State: false, Local: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.get(t, anyCrawl(0, 0, 1)); len(got) != 0 {
+		t.Fatalf("GetURLs while inactive = %v", got)
+	}
+	if a, _ := n.client.GetActive(ctx, &pb.Local{Local: true}); a.GetState() {
+		t.Fatal("GetActive = true after SetActive(false)")
+	}
+	if st := n.put(t, disc("c1", "https://s.example/1", "")); st["https://s.example/1"] != OK {
+		t.Fatalf("put while inactive: %v", st)
+	}
+	if _, err := n.client.SetActive(ctx, &pb.Active{State: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.get(t, anyCrawl(0, 0, 1)); len(got) != 2 {
+		t.Fatalf("GetURLs once active = %v, want r.example/1 and s.example/1", got)
+	}
+}
+
+// TestRestartKeepsState: leases, delays, blocks and refetch dates are in
+// JetStream, so a new server on the same buckets honours them.
+func TestRestartKeepsState(t *testing.T) {
+	e := newEnv(t)
+	n := e.start("n1")
+	ctx := ctxT(t)
+	n.put(t, disc("", "https://lease.example/1", ""), disc("", "https://block.example/1", ""), disc("", "https://refetch.example/1", ""))
+	if _, err := n.client.BlockQueueUntil(ctx, &pb.BlockQueueParams{Key: "block.example", Time: uint64(e.clk.Now().Add(time.Hour).Unix())}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.get(t, &pb.GetParams{Key: "lease.example", DelayRequestable: 60}); len(got) != 1 {
+		t.Fatalf("GetURLs = %v", got)
+	}
+	n.put(t, known("", "https://refetch.example/1", uint64(e.clk.Now().Add(time.Hour).Unix())))
+	n.stop()
+
+	n2 := e.start("n1")
+	e.clk.Add(30 * time.Second)
+	if got := n2.get(t, anyCrawl(0, 0, 60)); len(got) != 0 {
+		t.Fatalf("GetURLs after restart = %v: lease, block or refetch date lost", got)
+	}
+	e.clk.Add(time.Hour)
+	got := n2.get(t, anyCrawl(0, 0, 60))
+	slices.Sort(got)
+	if want := []string{"https://block.example/1", "https://lease.example/1", "https://refetch.example/1"}; !slices.Equal(got, want) {
+		t.Fatalf("GetURLs an hour later = %v, want %v", got, want)
+	}
+}
+
+// TestTwoServersShareQueues: two servers on one NATS hand each URL out
+// once, serve a queue once per delay, and see each other's puts.
+func TestTwoServersShareQueues(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.start("a:1"), e.start("b:1")
+	var items []*pb.URLItem
+	for q := range 20 {
+		for i := range 5 {
+			items = append(items, disc("", "https://h"+string(rune('a'+q))+".example/"+string(rune('0'+i)), ""))
+		}
+	}
+	a.put(t, items...)
+	eventually(t, "b sees a's URLs", func() bool {
+		c, err := b.client.CountURLs(ctxT(t), &pb.CountUrlParams{})
+		return err == nil && c.GetValue() == 100
+	})
+	// Each round both servers ask for one URL per queue; each URL handed
+	// out is completed through the other server.
+	seen := map[string]int{}
+	for range 5 {
+		for i, n := range []*node{a, b} {
+			other := []*node{b, a}[i]
+			var done []*pb.URLItem
+			for _, u := range n.get(t, anyCrawl(1, 0, 600)) {
+				seen[u]++
+				done = append(done, known("", u, 0))
+			}
+			if len(done) > 0 {
+				other.put(t, done...)
+			}
+		}
+		e.clk.Add(1100 * time.Millisecond)
+	}
+	if len(seen) != 100 {
+		t.Errorf("%d URLs handed out, want 100", len(seen))
+	}
+	for u, k := range seen {
+		if k != 1 {
+			t.Errorf("%s handed out %d times", u, k)
+		}
+	}
+	if nodes, _ := a.client.ListNodes(ctxT(t), &pb.Empty{}); !slices.Equal(nodes.GetValues(), []string{"a:1", "b:1"}) {
+		t.Errorf("ListNodes = %v", nodes.GetValues())
+	}
+	if _, err := a.client.SetActive(ctxT(t), &pb.Active{State: false}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "SetActive(local=false) reaches b", func() bool {
+		r, err := b.client.GetActive(ctxT(t), &pb.Local{Local: true})
+		return err == nil && !r.GetState()
+	})
+}
+
+// TestListCountPurgeDelete covers the read and removal calls.
+func TestListCountPurgeDelete(t *testing.T) {
+	e := newEnv(t)
+	n := e.start("n1")
+	ctx := ctxT(t)
+	meta := disc("c2", "https://m.example/Page", "")
+	meta.GetDiscovered().Info.Metadata = map[string]*pb.StringList{"depth": {Values: []string{"3"}}}
+	n.put(t, meta, disc("c2", "https://m.example/other", ""), disc("c2", "https://n.example/1", ""))
+	e.clk.Add(48 * time.Hour)
+	n.put(t, disc("c2", "https://n.example/2", ""))
+
+	c, err := n.client.CountURLs(ctx, &pb.CountUrlParams{CrawlID: "c2", Filter: ptr("page"), IgnoreCase: ptr(true)})
+	if err != nil || c.GetValue() != 1 {
+		t.Fatalf("CountURLs(page, ignore case) = %v, %v", c, err)
+	}
+	st, err := n.client.ListURLs(ctx, &pb.ListUrlParams{CrawlID: "c2", Key: "m.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.Recv()
+	if err != nil || first.GetDiscovered().GetInfo().GetMetadata()["depth"].GetValues()[0] != "3" {
+		t.Fatalf("ListURLs first = %v, %v", first, err)
+	}
+	s, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{Url: "https://m.example/Page", CrawlID: "c2"})
+	if err != nil || s.GetDiscovered() == nil || s.GetCreationDate() == 0 {
+		t.Fatalf("GetURLStatus(queued) = %v, %v", s, err)
+	}
+	if _, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{Url: "https://m.example/none", CrawlID: "c2"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("GetURLStatus(unknown) error = %v, want NotFound", err)
+	}
+	p, err := n.client.PurgeURLs(ctx, &pb.PurgeUrlParams{CrawlID: "c2", Days: 1})
+	if err != nil || p.GetValue() != 3 {
+		t.Fatalf("PurgeURLs(1 day) = %v, %v, want 3", p, err)
+	}
+	d, err := n.client.DeleteQueue(ctx, &pb.QueueWithinCrawlParams{CrawlID: "c2", Key: "n.example"})
+	if err != nil || d.GetValue() != 1 {
+		t.Fatalf("DeleteQueue = %v, %v, want 1", d, err)
+	}
+	n.put(t, disc("c2", "https://z.example/1", ""))
+	if l, _ := n.client.ListCrawls(ctx, &pb.Local{}); !slices.Contains(l.GetValues(), "c2") {
+		t.Fatalf("ListCrawls = %v", l.GetValues())
+	}
+	del, err := n.client.DeleteCrawl(ctx, &pb.DeleteCrawlMessage{Value: "c2"})
+	if err != nil || del.GetValue() != 1 {
+		t.Fatalf("DeleteCrawl = %v, %v, want 1", del, err)
+	}
+	// The id is free at once: the same URL is new in the new crawl.
+	if st := n.put(t, disc("c2", "https://z.example/1", "")); st["https://z.example/1"] != OK {
+		t.Fatalf("put after DeleteCrawl: %v", st)
+	}
+}
+
+// TestBadInput: every bad request gets a status, nothing crashes.
+func TestBadInput(t *testing.T) {
+	n := newEnv(t).start("n1", func(o *urlfrontier.Options) { o.MaxBatch = 3 })
+	ctx := ctxT(t)
+	cases := []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"GetStats of an unknown crawl", func() error {
+			_, err := n.client.GetStats(ctx, &pb.QueueWithinCrawlParams{CrawlID: "nope"})
+			return err
+		}, codes.NotFound},
+		{"DeleteCrawl of an unknown crawl", func() error {
+			_, err := n.client.DeleteCrawl(ctx, &pb.DeleteCrawlMessage{Value: "nope"})
+			return err
+		}, codes.NotFound},
+		{"a crawl id that is no id", func() error {
+			_, err := n.client.ListQueues(ctx, &pb.Pagination{CrawlID: "a b"})
+			return err
+		}, codes.InvalidArgument},
+		{"BlockQueueUntil without a key", func() error {
+			_, err := n.client.BlockQueueUntil(ctx, &pb.BlockQueueParams{Time: 1})
+			return err
+		}, codes.InvalidArgument},
+		{"BlockQueueUntil in milliseconds", func() error {
+			_, err := n.client.BlockQueueUntil(ctx, &pb.BlockQueueParams{Key: "k", Time: 1_764_000_000_000_000})
+			return err
+		}, codes.InvalidArgument},
+		{"a batch over MaxBatch", func() error {
+			st, err := n.client.PutDiscovered(ctx)
+			if err != nil {
+				return err
+			}
+			items := make([]*pb.URLInfo, 4)
+			for i := range items {
+				items[i] = &pb.URLInfo{Url: "https://big.example/" + string(rune('a'+i))}
+			}
+			st.Send(&pb.DiscoveredBatch{ID: "b", Items: items})
+			_, err = st.Recv()
+			return err
+		}, codes.InvalidArgument},
+		{"a message over the size limit", func() error {
+			st, err := n.client.PutURLs(ctx)
+			if err != nil {
+				return err
+			}
+			st.Send(disc("", "https://x.example/"+strings.Repeat("a", 5<<20), ""))
+			_, err = st.Recv()
+			return err
+		}, codes.ResourceExhausted},
+	}
+	for _, c := range cases {
+		if err := c.call(); status.Code(err) != c.want {
+			t.Errorf("%s: error %v, want %v", c.name, err, c.want)
+		}
+	}
+	// The server still works.
+	if st := n.put(t, disc("", "https://after.example/", "")); st["https://after.example/"] != OK {
+		t.Fatalf("put after bad input: %v", st)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,344 @@
+package urlfrontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/frontier"
+)
+
+// store is the JetStream side of the server: the buckets the topology
+// names (frontier/urlfrontier_names.go) and the index their watches keep.
+// Every change is a compare-and-set on a key's last revision, sent
+// asynchronously in batches (one round trip for a batch), so several
+// servers share the buckets without locks: the first write wins and the
+// others see a conflict and skip or retry.
+type store struct {
+	js     jetstream.JetStream
+	topo   frontier.Topology
+	urls   jetstream.KeyValue
+	queues jetstream.KeyValue
+	state  jetstream.KeyValue
+	nodes  jetstream.KeyValue
+	x      *index
+}
+
+// nodeTTL is how long a node that stopped renewing stays listed.
+const nodeTTL = 15 * time.Second
+
+func openStore(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (*store, error) {
+	topo = topo.WithDefaults()
+	s := &store{js: js, topo: topo, x: newIndex()}
+	for _, b := range []struct {
+		kv   *jetstream.KeyValue
+		name string
+		desc string
+		ttl  time.Duration
+	}{
+		{&s.urls, topo.URLFrontierURLsBucket(), "Sieve URLFrontier: queued and in-process URLs", 0},
+		{&s.queues, topo.URLFrontierQueuesBucket(), "Sieve URLFrontier: queue delays, blocks, limits and turns", 0},
+		{&s.state, topo.URLFrontierStateBucket(), "Sieve URLFrontier: nodes' active flags", 0},
+		{&s.nodes, topo.URLFrontierNodesBucket(), "Sieve URLFrontier: live nodes", nodeTTL},
+	} {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: b.name, Description: b.desc, History: 1, TTL: b.ttl,
+			Storage: topo.Storage, Replicas: topo.Replicas,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("urlfrontier: bucket %s: %w", b.name, err)
+		}
+		*b.kv = kv
+	}
+	return s, nil
+}
+
+// watch keeps the index up to date with the URLs and queues buckets until
+// ctx ends; ready is called once both watches delivered every value the
+// buckets held when they started.
+func (s *store) watch(ctx context.Context, ready func()) error {
+	wu, err := s.urls.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("urlfrontier: watch urls: %w", err)
+	}
+	defer wu.Stop()
+	wq, err := s.queues.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("urlfrontier: watch queues: %w", err)
+	}
+	defer wq.Stop()
+	initial := 2
+	for {
+		var e jetstream.KeyValueEntry
+		var ok, isURL bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok = <-wu.Updates():
+			isURL = true
+		case e, ok = <-wq.Updates():
+		}
+		if !ok {
+			return errors.New("urlfrontier: watch ended")
+		}
+		if e == nil { // the initial values are in
+			if initial--; initial == 0 {
+				ready()
+			}
+			continue
+		}
+		if isURL {
+			s.applyURL(e)
+		} else {
+			s.applyQueue(e)
+		}
+	}
+}
+
+func (s *store) applyURL(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		s.x.deleteEntry(e.Key(), e.Revision(), false)
+		return
+	}
+	en, err := decodeEntry(e.Value())
+	if err != nil {
+		s.x.deleteEntry(e.Key(), e.Revision(), false) // unreadable: not ours to hand out
+		return
+	}
+	s.x.putEntry(e.Key(), e.Revision(), en, false)
+}
+
+func (s *store) applyQueue(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		s.x.deleteQueueKey(e.Key(), e.Revision())
+		return
+	}
+	q, err := decodeQueue(e.Value())
+	if err != nil {
+		s.x.deleteQueueKey(e.Key(), e.Revision())
+		return
+	}
+	if strings.HasSuffix(e.Key(), "._default") {
+		s.x.putDefault(q.Crawl, e.Revision(), q.Delay, false)
+		return
+	}
+	s.x.putQueue(e.Key(), e.Revision(), q, false)
+}
+
+// write is one compare-and-set: value (nil with purge) for key if its last
+// revision is rev (0: the key has no value).
+type write struct {
+	key   string
+	value []byte
+	rev   uint64
+	purge bool
+}
+
+// result is a write's outcome: the new revision, or err (errConflict when
+// the key's revision was not the one expected).
+type result struct {
+	rev uint64
+	err error
+}
+
+var errConflict = errors.New("urlfrontier: changed meanwhile")
+
+// asyncChunk bounds the writes awaiting acknowledgement at once.
+const asyncChunk = 1000
+
+// cas applies writes to kv's stream asynchronously and waits for every
+// acknowledgement (or ctx): one round trip per chunk of writes.
+func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) ([]result, error) {
+	res := make([]result, len(writes))
+	pre := "$KV." + kv.Bucket() + "."
+	for lo := 0; lo < len(writes); lo += asyncChunk {
+		hi := min(lo+asyncChunk, len(writes))
+		futures := make([]jetstream.PubAckFuture, hi-lo)
+		for i := lo; i < hi; i++ {
+			w := writes[i]
+			m := &nats.Msg{Subject: pre + w.key, Data: w.value, Header: nats.Header{}}
+			if w.purge {
+				m.Header.Set("KV-Operation", "PURGE")
+				m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+			}
+			f, err := s.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(w.rev))
+			if err != nil {
+				res[i].err = err
+				continue
+			}
+			futures[i-lo] = f
+		}
+		for i, f := range futures {
+			if f == nil {
+				continue
+			}
+			select {
+			case ack := <-f.Ok():
+				res[lo+i].rev = ack.Sequence
+			case err := <-f.Err():
+				if isWrongSequence(err) {
+					err = errConflict
+				}
+				res[lo+i].err = err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return res, nil
+}
+
+// isWrongSequence reports a compare-and-set that found another revision.
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164)
+}
+
+// createURLs stores new entries whose keys hold no value: dup[i] is true
+// when keys[i] held one already.
+func (s *store) createURLs(ctx context.Context, keys []string, entries []*Entry) (dup []bool, errs []error, err error) {
+	writes := make([]write, len(keys))
+	for i, k := range keys {
+		writes[i] = write{key: k, value: encode(entries[i])}
+	}
+	res, err := s.cas(ctx, s.urls, writes)
+	if err != nil {
+		return nil, nil, err
+	}
+	dup, errs = make([]bool, len(keys)), make([]error, len(keys))
+	for i, r := range res {
+		switch {
+		case r.err == nil:
+			s.x.putEntry(keys[i], r.rev, entries[i], true)
+		case errors.Is(r.err, errConflict):
+			// The key holds a value, or a deleted one's marker: Create
+			// tells them apart.
+			rev, err := s.urls.Create(ctx, keys[i], writes[i].value)
+			switch {
+			case err == nil:
+				s.x.putEntry(keys[i], rev, entries[i], true)
+			case errors.Is(err, jetstream.ErrKeyExists):
+				dup[i] = true
+			default:
+				errs[i] = err
+			}
+		default:
+			errs[i] = r.err
+		}
+	}
+	return dup, errs, nil
+}
+
+// getURL reads a URL's entry from the bucket (not the index): exact across
+// servers.
+func (s *store) getURL(ctx context.Context, key string) (*Entry, uint64, error) {
+	e, err := s.urls.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	en, err := decodeEntry(e.Value())
+	if err != nil {
+		return nil, 0, err
+	}
+	return en, e.Revision(), nil
+}
+
+// getQueue reads a queue's state (or a crawl's default) from the bucket.
+func (s *store) getQueue(ctx context.Context, key string) (*QueueState, uint64, error) {
+	e, err := s.queues.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	q, err := decodeQueue(e.Value())
+	if err != nil {
+		return nil, 0, err
+	}
+	return q, e.Revision(), nil
+}
+
+// updateQueue applies change to a queue's state (a new one for a queue
+// without), retrying on conflicts with other servers.
+func (s *store) updateQueue(ctx context.Context, crawl, key string, change func(*QueueState)) error {
+	stateKey := s.topo.URLFrontierQueueKey(crawl, key)
+	if key == "" {
+		stateKey = s.topo.URLFrontierDefaultKey(crawl)
+	}
+	for {
+		q, rev, err := s.getQueue(ctx, stateKey)
+		if err != nil {
+			return err
+		}
+		if q == nil {
+			q = &QueueState{V: formatVersion, Crawl: crawl, Key: key}
+		}
+		change(q)
+		res, err := s.cas(ctx, s.queues, []write{{key: stateKey, value: encode(q), rev: rev}})
+		if err != nil {
+			return err
+		}
+		switch r := res[0]; {
+		case r.err == nil:
+			if key == "" {
+				s.x.putDefault(crawl, r.rev, q.Delay, true)
+			} else {
+				s.x.putQueue(stateKey, r.rev, q, true)
+			}
+			return nil
+		case errors.Is(r.err, errConflict):
+			continue
+		default:
+			return r.err
+		}
+	}
+}
+
+// purgeKeys removes keys from kv (markers every watcher sees), returning
+// how many it removed: all of them (the caller found them).
+func (s *store) purgeKeys(ctx context.Context, kv jetstream.KeyValue, keys []string) (int, error) {
+	// Purges are not compare-and-set: no expected revision header.
+	res := make([]result, len(keys))
+	pre := "$KV." + kv.Bucket() + "."
+	for lo := 0; lo < len(keys); lo += asyncChunk {
+		hi := min(lo+asyncChunk, len(keys))
+		futures := make([]jetstream.PubAckFuture, hi-lo)
+		for i := lo; i < hi; i++ {
+			m := &nats.Msg{Subject: pre + keys[i], Header: nats.Header{}}
+			m.Header.Set("KV-Operation", "PURGE")
+			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+			f, err := s.js.PublishMsgAsync(m)
+			if err != nil {
+				return 0, err
+			}
+			futures[i-lo] = f
+		}
+		for i, f := range futures {
+			select {
+			case ack := <-f.Ok():
+				res[lo+i].rev = ack.Sequence
+			case err := <-f.Err():
+				return 0, err
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+	}
+	for i, r := range res {
+		if kv == s.urls {
+			s.x.deleteEntry(keys[i], r.rev, true)
+		} else {
+			s.x.deleteQueueKey(keys[i], r.rev)
+		}
+	}
+	return len(keys), nil
+}
