@@ -6,6 +6,7 @@
 //	crawler run [settings]            crawl until stopped (or --idle-exit)
 //	crawler run --embedded --seed URL everything in one process, no service needed
 //	crawler run --demo                crawl the bundled demo site, offline
+//	crawler serve [--embedded]        serve the URLFrontier gRPC API (other crawlers fetch)
 //	crawler stats [--data-dir DIR]    an embedded crawl's numbers, running or ended
 //	crawler crawls [--data-dir DIR]   the crawls on the pipeline (or in DIR), their settings and queues
 //	crawler delete-crawl [--data-dir DIR] ID…
@@ -41,6 +42,7 @@ const usage = `Usage:
   crawler run --embedded --seed URL
                                  run NATS, a dedup worker and the crawler in this process
   crawler run --demo             crawl the bundled demo site, served on loopback (offline)
+  crawler serve [--embedded]     serve the URLFrontier gRPC API on urlfrontier.addr (127.0.0.1:7071)
   crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
   crawler crawls [--json]        the crawls on the pipeline: settings, seeds, queued URLs
   crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
@@ -64,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "seed", "run", "stats", "crawls", "delete-crawl", "captures":
+	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "serve":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = seedCommand(ctx, s, stdout)
 	case "run":
 		err = runCommand(ctx, s, inv.json, stdout, stderr)
+	case "serve":
+		err = serveCommand(ctx, s, stderr)
 	case "stats":
 		err = statsCommand(ctx, s, inv.json, stdout)
 	case "crawls":
@@ -163,6 +167,11 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	// crawls stored there, unless a NATS server was named.
 	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl" || cmd == "captures") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
 		s.Embedded = true
+	}
+	if cmd == "serve" {
+		if err := s.validateServe(); err != nil {
+			return inv, err
+		}
 	}
 	if err := errors.Join(s.Config.Validate(), s.validate()); err != nil {
 		return inv, err

@@ -27,6 +27,45 @@ type settings struct {
 	IdleExit time.Duration `yaml:"idle_exit" help:"end the run when the frontier has been empty with nothing in flight for this long, printing a summary; 0: run until stopped (embedded runs default to 3s)"`
 	DataDir  string        `yaml:"data_dir" help:"directory of the embedded mode's NATS store and filter snapshots; seed, crawls and delete-crawl given it (and no nats.url) seed, list or delete the crawls stored there"`
 	Progress string        `yaml:"progress" help:"live progress: auto (on a terminal), always or never"`
+
+	// URLFrontier is `crawler serve`'s API (issue 19).
+	URLFrontier urlfrontierSettings `yaml:"urlfrontier"`
+}
+
+// urlfrontierSettings is the urlfrontier section: the URLFrontier API that
+// `crawler serve` serves.
+type urlfrontierSettings struct {
+	Addr            string        `yaml:"addr" help:"address crawler serve serves the URLFrontier gRPC API on (StormCrawler: urlfrontier.host and urlfrontier.port)"`
+	DefaultDelay    time.Duration `yaml:"default_delay" help:"pause between two hand-outs of one queue unless SetDelay set another"`
+	DefaultLease    time.Duration `yaml:"default_lease" help:"time a handed-out URL waits for its update before it is handed out again, when GetURLs asks for 0"`
+	MaxBatch        int           `yaml:"max_batch" help:"most URLs in one PutDiscovered batch; a larger batch ends its stream with INVALID_ARGUMENT"`
+	MaxMessageBytes config.Bytes  `yaml:"max_message_bytes" help:"largest gRPC message received; a larger one is refused with RESOURCE_EXHAUSTED"`
+}
+
+func defaultURLFrontier() urlfrontierSettings {
+	return urlfrontierSettings{Addr: "127.0.0.1:7071", DefaultDelay: time.Second, DefaultLease: 30 * time.Second,
+		MaxBatch: 10_000, MaxMessageBytes: 16 << 20}
+}
+
+func (u urlfrontierSettings) validate() error {
+	var errs []error
+	bad := func(field, msg string) { errs = append(errs, &config.FieldError{Field: field, Err: errors.New(msg)}) }
+	if u.Addr == "" {
+		bad("urlfrontier.addr", "must not be empty")
+	}
+	if u.DefaultDelay < 0 {
+		bad("urlfrontier.default_delay", "must be ≥ 0")
+	}
+	if u.DefaultLease <= 0 {
+		bad("urlfrontier.default_lease", "must be positive")
+	}
+	if u.MaxBatch <= 0 {
+		bad("urlfrontier.max_batch", "must be positive")
+	}
+	if u.MaxMessageBytes < 1024 {
+		bad("urlfrontier.max_message_bytes", "must be at least 1KiB")
+	}
+	return errors.Join(errs...)
 }
 
 // crawlSettings is the crawl section: what the crawler fetches and how.
@@ -93,9 +132,10 @@ func defaultSettings() settings {
 			LeaseTTL:        15 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
 		},
-		Warc:     warcSettings{MaxFileSize: warc.DefaultMaxFileSize, Prefix: "sieve"},
-		DataDir:  "sieve-data",
-		Progress: "auto",
+		Warc:        warcSettings{MaxFileSize: warc.DefaultMaxFileSize, Prefix: "sieve"},
+		DataDir:     "sieve-data",
+		Progress:    "auto",
+		URLFrontier: defaultURLFrontier(),
 	}
 }
 

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/pipeline"
+	"github.com/sievecrawl/sieve/urlfrontier"
+	"github.com/sievecrawl/sieve/watch"
+)
+
+// serveCommand is `crawler serve`: the URLFrontier API (package
+// urlfrontier) on s.URLFrontier.Addr, over the embedded pipeline or a
+// deployment's, with a dedup worker whose filters it shares, and the
+// watch page. It runs until ctx ends.
+func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
+	level := new(slog.LevelVar)
+	_ = level.UnmarshalText([]byte(s.Log.Level))
+	logger := newLeveledLogger(s, stderr, level)
+	reg := newRegistry()
+	var p *backend
+	var err error
+	if s.Embedded {
+		p, err = startEmbedded(ctx, s, logger, reg)
+	} else {
+		p, err = connect(s)
+		if err == nil {
+			err = p.startWorker(ctx, s, logger, reg)
+		}
+	}
+	if err != nil {
+		if p != nil {
+			p.close()
+		}
+		return err
+	}
+	defer p.close()
+	if !s.Embedded {
+		if err := frontier.WaitServer(ctx, p.nc, logger); err != nil {
+			return err
+		}
+	}
+	lis, err := net.Listen("tcp", s.URLFrontier.Addr)
+	if err != nil {
+		return fmt.Errorf("urlfrontier.addr: %w", err)
+	}
+	defer lis.Close()
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rdb, closeRedis, err := s.redisClient()
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	store, err := s.crawlStore(octx, p.js, rdb, false)
+	if err != nil {
+		return err
+	}
+	registry, err := frontier.OpenCrawls(octx, p.js, s.Frontier.Topology())
+	if err != nil {
+		return err
+	}
+	canon, err := s.Normalize.Normalizer()
+	if err != nil {
+		return fmt.Errorf("normalizer: %w", err)
+	}
+	u := s.URLFrontier
+	srv, err := urlfrontier.Open(octx, urlfrontier.Options{
+		JetStream: p.js, Topology: s.Frontier.Topology(), Filters: p.worker.Filters(), Canonicalize: canon.URL,
+		Crawls: urlfrontier.StoreCrawls{Store: store, Registry: registry, Forget: p.worker.ForgetCrawl},
+		Node:   lis.Addr().String(), DefaultDelay: u.DefaultDelay, DefaultLease: u.DefaultLease,
+		MaxBatch: u.MaxBatch, Registerer: reg, Logger: logger, LogLevel: level,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	w, err := startServeWatch(s, p, reg, logger, stderr)
+	if err != nil {
+		return err
+	}
+	defer w.close(logger)
+	g := grpc.NewServer(srv.ServerOptions(int(u.MaxMessageBytes))...)
+	srv.Register(g)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	fmt.Fprintf(stderr, "urlfrontier listening on %s\n", lis.Addr())
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("urlfrontier: %w", err)
+	}
+	// Finish the calls in hand for a while, then cut the streams.
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(s.Crawl.ShutdownTimeout):
+		g.Stop()
+	}
+	return nil
+}
+
+// startWorker runs a dedup worker on b's connection, as the embedded mode
+// does: serve admits through its filters, and it deduplicates the
+// deployment's discovered stream like any other worker.
+func (b *backend) startWorker(ctx context.Context, s settings, logger *slog.Logger, reg prometheus.Registerer) error {
+	w := &pipeline.Worker{Config: s.Config, Logger: workerLogger(s, logger), Conn: b.nc, Registerer: reg}
+	if err := w.Open(ctx); err != nil {
+		return err
+	}
+	b.worker = w
+	b.dedup = w.StatsSnapshot
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	var once sync.Once
+	b.stopWorker = func() error {
+		var err error
+		once.Do(func() { stop(); err = <-done })
+		return err
+	}
+	b.closers = append(b.closers, w.Close, b.stopWorker)
+	return nil
+}
+
+// startServeWatch serves the watch page, /metrics (with the URLFrontier
+// calls by RPC and status, and their latency) and health on http.addr.
+func startServeWatch(s settings, b *backend, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
+	w := &watcher{}
+	if s.HTTP.Addr == "" {
+		return w, nil
+	}
+	src := watch.Sources{
+		Role:       "urlfrontier",
+		Queues:     watch.NewJetStreamQueues(b.js, s.Frontier.Topology()),
+		Peers:      watch.NewJetStreamPeers(b.js, s.Frontier.Topology(), 0),
+		Checks:     map[string]func() error{"nats": func() error { return frontier.Connected(b.nc) }},
+		Counters:   watch.CountersFunc(b.dedup),
+		Filter:     watch.FilterFunc(b.worker.FilterStats),
+		Worker:     b.worker,
+		Membership: b.worker,
+	}
+	opts := watch.Options{Registry: reg, Logger: logger}
+	if s.Embedded {
+		opts.Dir = s.DataDir
+	}
+	srv, err := watch.New(src, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := srv.Listen(s.HTTP.Addr); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("http.addr: %w", err)
+	}
+	w.srv = srv
+	fmt.Fprintf(stderr, "watch it at %s\n", srv.URL())
+	return w, nil
+}
+
+// newLeveledLogger is newLogger with its level in level, which the API's
+// SetLogLevel changes.
+func newLeveledLogger(s settings, w io.Writer, level *slog.LevelVar) *slog.Logger {
+	o := &slog.HandlerOptions{Level: level}
+	if s.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// validateServe checks what serve needs beyond the shared settings.
+func (s settings) validateServe() error {
+	if !s.Embedded && !s.Redis.Enabled() {
+		return errors.New("serve needs redis.url, where every serve process finds the crawls' filters, or --embedded")
+	}
+	return s.URLFrontier.validate()
+}
