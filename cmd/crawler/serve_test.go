@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,7 +15,10 @@ import (
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 )
 
-var listening = regexp.MustCompile(`urlfrontier listening on (\S+)`)
+var (
+	listening = regexp.MustCompile(`urlfrontier listening on (\S+)`)
+	watchAt   = regexp.MustCompile(`watch it at (\S+)`)
+)
 
 // TestServeEmbedded boots `crawler serve --embedded` in this process, puts
 // and gets URLs over gRPC, and stops it with its context.
@@ -25,7 +29,7 @@ func TestServeEmbedded(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--embedded", "--data-dir", t.TempDir(), "--urlfrontier-addr", "127.0.0.1:0",
-			"--urlfrontier-default-delay", "0s"}, io.Discard, &stderr)
+			"--urlfrontier-default-delay", "0s", "--http-addr", "127.0.0.1:0"}, io.Discard, &stderr)
 	}()
 	var addr string
 	deadline := time.Now().Add(30 * time.Second)
@@ -85,6 +89,22 @@ func TestServeEmbedded(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Fatalf("GetURLs = %v, want the 2 URLs put", got)
+	}
+	// /metrics counts the calls by RPC and status.
+	page := watchAt.FindStringSubmatch(stderr.String())
+	if page == nil {
+		t.Fatalf("no watch page announced: %s", stderr.String())
+	}
+	resp, err := http.Get(strings.TrimSuffix(page[1], "/") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`sieve_urlfrontier_calls_total{code="OK",rpc="PutDiscovered"} 1`, `sieve_urlfrontier_call_seconds_count{rpc="GetURLs"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	cancel()
 	select {
