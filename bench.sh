@@ -4,7 +4,7 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier
 set -euo pipefail
 cd "$(dirname "$0")"
 export CI=true # a missing redis-server fails instead of skipping
@@ -27,12 +27,14 @@ archive()   { run "Crawl of the 5,000-page test site with and without a WARC arc
                 go test ./crawl -count=1 -run '^$' -bench 'ArchiveCost' -benchtime 1x -v -timeout 60m; }
 polite()    { run "Polite crawl of 100 and 1,000 hosts + one with a 10,000-URL backlog, defaults: fetches/s vs the hosts' limits and a ticker baseline" \
                 go test ./crawl -count=1 -run '^TestPoliteThroughput$' -sieve.politebench -v -timeout 60m; }
+urlfrontier() { run "URLFrontier: PutDiscovered ingest vs the NATS-native discovered path; GetURLs hand-out (1,000 queues) vs a JetStream pull; medians of 3" \
+                go test ./urlfrontier -count=1 -run '^TestURLFrontierThroughput$' -sieve.urlfrontierbench -v -timeout 60m; }
 
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline crawl archive polite)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline crawl archive polite urlfrontier)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|crawl|archive|polite) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline crawl archive polite)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|crawl|archive|polite|urlfrontier) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier)" >&2; exit 2 ;;
 	esac
 done
