@@ -2,6 +2,7 @@ package urlfrontier_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -166,9 +167,7 @@ func nativeRate(tb testing.TB, stream [][]string) float64 {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if _, err := js.PublishAsync(topo.DiscoveredSubject("bench"), data); err != nil {
-			tb.Fatal(err)
-		}
+		publish(tb, js, topo.DiscoveredSubject("bench"), data)
 	}
 	<-js.PublishAsyncComplete()
 	deadline := time.Now().Add(5 * time.Minute)
@@ -248,9 +247,7 @@ func pullRate(tb testing.TB) float64 {
 	}
 	const total = 100_000
 	for i := range total {
-		if _, err := js.PublishAsync(fmt.Sprintf("pull.%d", i%1000), []byte(fmt.Sprintf(`{"url":"https://q%d.example/%d"}`, i%1000, i))); err != nil {
-			tb.Fatal(err)
-		}
+		publish(tb, js, fmt.Sprintf("pull.%d", i%1000), []byte(fmt.Sprintf(`{"url":"https://q%d.example/%d"}`, i%1000, i)))
 	}
 	<-js.PublishAsyncComplete()
 	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "pull", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100_000})
@@ -280,6 +277,22 @@ func pullRate(tb testing.TB) float64 {
 		tb.Fatal("pulling timed out")
 	}
 	return total / time.Since(start).Seconds()
+}
+
+// publish publishes asynchronously, waiting while too many publishes
+// await their acknowledgement.
+func publish(tb testing.TB, js jetstream.JetStream, subject string, data []byte) {
+	for {
+		_, err := js.PublishAsync(subject, data)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			<-js.PublishAsyncComplete()
+			continue
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
 }
 
 func median(f func() float64) (float64, []float64) {

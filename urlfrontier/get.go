@@ -42,11 +42,9 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	}
 	perQueue := int(req.GetMaxUrlsPerQueue())
 	now := s.now()
-	maxReady := -1
-	if perQueue > 0 {
-		maxReady = perQueue
-	}
-	views := s.store.x.queues(now, crawls, req.GetKey(), maxReady)
+	// Choose the queues on their counts, then read the ready URLs of
+	// those chosen only.
+	views := s.store.x.queues(now, crawls, req.GetKey(), 0)
 	type turn struct {
 		v *queueView
 		n int // URLs to hand out
@@ -54,10 +52,10 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	var turns []turn
 	for i := range views {
 		v := &views[i]
-		if len(v.ready) == 0 || v.blocked(now) || v.state.Next > now {
+		if v.queued == 0 || v.blocked(now) || v.state.Next > now {
 			continue
 		}
-		n := len(v.ready)
+		n := v.queued
 		if perQueue > 0 {
 			n = min(n, perQueue-v.inProcess)
 		}
@@ -72,22 +70,27 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	slices.SortFunc(turns, func(a, b turn) int {
 		return cmp.Or(cmp.Compare(a.v.state.Next, b.v.state.Next), strings.Compare(a.v.stateKey, b.v.stateKey))
 	})
-	if m := int(req.GetMaxQueues()); m > 0 && len(turns) > m {
-		turns = turns[:m]
+	// Read the ready URLs of the queues in that order until max_queues
+	// have some (a queue may hold only URLs due later) or the budget is
+	// spent.
+	maxQueues, budget := int(req.GetMaxQueues()), s.o.MaxHandOut
+	chosen := turns[:0]
+	for _, t := range turns {
+		if (maxQueues > 0 && len(chosen) == maxQueues) || budget == 0 {
+			break
+		}
+		t.v.ready = s.store.x.ready(t.v.stateKey, now, min(t.n, budget))
+		if t.n = len(t.v.ready); t.n > 0 {
+			chosen = append(chosen, t)
+			budget -= t.n
+		}
 	}
-	budget := s.o.MaxHandOut
-	for i := range turns {
-		turns[i].n = min(turns[i].n, budget)
-		budget -= turns[i].n
-	}
+	turns = chosen
 	// Take the queues' turns, then lease their URLs: two rounds of
 	// compare-and-set, each one round trip.
 	qw := make([]write, 0, len(turns))
 	qs := make([]*QueueState, 0, len(turns))
 	for _, t := range turns {
-		if t.n <= 0 {
-			break
-		}
 		q := t.v.state
 		if !t.v.hasState {
 			q = QueueState{V: formatVersion, Crawl: t.v.crawl, Key: t.v.key}

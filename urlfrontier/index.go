@@ -45,6 +45,7 @@ type queueIndex struct {
 	state    *QueueState // nil: none stored
 	stateRev uint64
 	items    map[string]*item
+	leased   map[string]*item // the items whose entry is leased
 	due      itemHeap
 }
 
@@ -72,7 +73,7 @@ func (x *index) crawl(id string) *crawlIndex {
 func (c *crawlIndex) queue(stateKey, key string) *queueIndex {
 	q := c.queues[stateKey]
 	if q == nil {
-		q = &queueIndex{crawl: c, stateKey: stateKey, key: key, items: map[string]*item{}}
+		q = &queueIndex{crawl: c, stateKey: stateKey, key: key, items: map[string]*item{}, leased: map[string]*item{}}
 		c.queues[stateKey] = q
 	}
 	return q
@@ -102,6 +103,7 @@ func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
 		}
 		it.e, it.rev = e, rev
 		heap.Fix(&it.q.due, it.pos)
+		it.q.setLeased(it)
 		return
 	}
 	q := x.crawl(e.Crawl).queue(stateKeyOf(key), e.Key)
@@ -109,6 +111,28 @@ func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
 	x.items[key] = it
 	q.items[key] = it
 	heap.Push(&q.due, it)
+	q.setLeased(it)
+}
+
+func (q *queueIndex) setLeased(it *item) {
+	if it.e.Leased {
+		q.leased[it.key] = it
+	} else {
+		delete(q.leased, it.key)
+	}
+}
+
+// has reports whether the index holds key at rev or later: the watch need
+// not decode a value the server applied already.
+func (x *index) has(key string, rev uint64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	it := x.items[key]
+	if it != nil && it.rev >= rev {
+		x.urlsSeen = max(x.urlsSeen, rev)
+		return true
+	}
+	return false
 }
 
 // deleteEntry removes a URL at rev.
@@ -132,6 +156,7 @@ func (x *index) dropLocked(it *item) {
 	delete(x.items, it.key)
 	q := it.q
 	delete(q.items, it.key)
+	delete(q.leased, it.key)
 	heap.Remove(&q.due, it.pos)
 	x.pruneLocked(q)
 }
@@ -242,7 +267,7 @@ func (q *queueIndex) view(now int64, maxReady int) queueView {
 	if q.state != nil {
 		v.state, v.hasState = *q.state, true
 	}
-	for _, it := range q.items {
+	for _, it := range q.leased {
 		if it.e.inProcess(now) {
 			v.inProcess++
 		}
@@ -294,6 +319,18 @@ func (x *index) queues(now int64, crawls []string, key string, maxReady int) []q
 		}
 	}
 	return out
+}
+
+// ready returns at most n of a queue's URLs ready at now, earliest first.
+func (x *index) ready(stateKey string, now int64, n int) []readyItem {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	crawl, _, _ := strings.Cut(stateKey, ".")
+	c := x.crawls[crawl]
+	if c == nil || c.queues[stateKey] == nil {
+		return nil
+	}
+	return c.queues[stateKey].view(now, n).ready
 }
 
 // crawlIDs returns the crawls that have URLs or queue state, sorted.
@@ -378,7 +415,7 @@ func (x *index) forgetQueue(crawl, stateKey string) {
 	for k := range q.items {
 		delete(x.items, k)
 	}
-	q.items, q.due, q.state = map[string]*item{}, nil, nil
+	q.items, q.leased, q.due, q.state = map[string]*item{}, map[string]*item{}, nil, nil
 	x.pruneLocked(q)
 }
 

@@ -103,30 +103,66 @@ func (s *Server) putItems(ctx context.Context, batch []*pb.URLItem) []*pb.AckMes
 	return acks
 }
 
+// putInFlight bounds the batches of one PutDiscovered stream admitted at
+// once: a stream is then not bound by one admission's round trips.
+const putInFlight = 8
+
 // PutDiscovered admits each batch and answers one BatchAck per batch, its
-// statuses in the order of the batch's items. A batch of more than
-// Options.MaxBatch items ends the stream with InvalidArgument.
+// statuses in the order of the batch's items, the acks in the order of the
+// batches. Up to putInFlight batches of a stream are admitted at once. A
+// batch of more than Options.MaxBatch items ends the stream with
+// InvalidArgument, after the acks of the batches before it.
 func (s *Server) PutDiscovered(stream pb.URLFrontier_PutDiscoveredServer) error {
 	ctx := stream.Context()
-	for {
-		b, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+	type job struct {
+		id   string
+		done chan []pb.AckMessage_Status
+		err  error
+	}
+	jobs := make(chan *job, putInFlight)
+	go func() {
+		defer close(jobs)
+		for {
+			b, err := stream.Recv()
+			j := &job{id: b.GetID(), done: make(chan []pb.AckMessage_Status, 1)}
+			switch {
+			case errors.Is(err, io.EOF):
+				return
+			case err != nil:
+				j.err = errStatus(err)
+			case len(b.GetItems()) > s.o.MaxBatch:
+				j.err = status.Errorf(codes.InvalidArgument, "batch %q has %d URLs: at most %d", b.GetID(), len(b.GetItems()), s.o.MaxBatch)
+			default:
+				go func() { j.done <- s.discover(ctx, b.GetItems()) }()
+			}
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return
+			}
+			if j.err != nil {
+				return
+			}
 		}
-		if err != nil {
-			return errStatus(err)
+	}()
+	for j := range jobs {
+		if j.err != nil {
+			return j.err
 		}
-		if len(b.GetItems()) > s.o.MaxBatch {
-			return status.Errorf(codes.InvalidArgument, "batch %q has %d URLs: at most %d", b.GetID(), len(b.GetItems()), s.o.MaxBatch)
+		var st []pb.AckMessage_Status
+		select {
+		case st = <-j.done:
+		case <-ctx.Done():
+			return errStatus(ctx.Err())
 		}
-		st := s.discover(ctx, b.GetItems())
 		for _, v := range st {
 			s.m.urls.WithLabelValues("PutDiscovered", v.String()).Inc()
 		}
-		if err := stream.Send(&pb.BatchAck{ID: b.GetID(), Statuses: st}); err != nil {
+		if err := stream.Send(&pb.BatchAck{ID: j.id, Statuses: st}); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // known applies the update of a URL that was fetched: with

@@ -105,6 +105,9 @@ func (s *store) applyURL(e jetstream.KeyValueEntry) {
 		s.x.deleteEntry(e.Key(), e.Revision(), false)
 		return
 	}
+	if s.x.has(e.Key(), e.Revision()) {
+		return // this server's own write, applied already
+	}
 	en, err := decodeEntry(e.Value())
 	if err != nil {
 		s.x.deleteEntry(e.Key(), e.Revision(), false) // unreadable: not ours to hand out
@@ -166,7 +169,7 @@ func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) 
 				m.Header.Set("KV-Operation", "PURGE")
 				m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 			}
-			f, err := s.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(w.rev))
+			f, err := s.publishAsync(ctx, m, jetstream.WithExpectLastSequencePerSubject(w.rev))
 			if err != nil {
 				res[i].err = err
 				continue
@@ -191,6 +194,24 @@ func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) 
 		}
 	}
 	return res, nil
+}
+
+// publishAsync publishes m asynchronously, waiting while the connection
+// has too many publishes awaiting their acknowledgement (shared by every
+// call of the server) rather than failing.
+func (s *store) publishAsync(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	for {
+		f, err := s.js.PublishMsgAsync(m, opts...)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return f, err
+		}
+		select {
+		case <-s.js.PublishAsyncComplete():
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // isWrongSequence reports a compare-and-set that found another revision.
@@ -316,7 +337,7 @@ func (s *store) purgeKeys(ctx context.Context, kv jetstream.KeyValue, keys []str
 			m := &nats.Msg{Subject: pre + keys[i], Header: nats.Header{}}
 			m.Header.Set("KV-Operation", "PURGE")
 			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-			f, err := s.js.PublishMsgAsync(m)
+			f, err := s.publishAsync(ctx, m)
 			if err != nil {
 				return 0, err
 			}
