@@ -87,15 +87,23 @@ func stateKeyOf(urlKey string) string {
 	return urlKey
 }
 
+// fresh reports whether a change at rev is to be applied, given the last
+// revision its bucket's watch delivered (seen): a watched one always is
+// (and moves seen), a server's own only while the watch is behind it.
+func fresh(seen *uint64, rev uint64, own bool) bool {
+	if own {
+		return rev > *seen
+	}
+	*seen = max(*seen, rev)
+	return true
+}
+
 // putEntry stores a URL's value at rev; own says it is this server's write.
 func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if own && rev <= x.urlsSeen {
+	if !fresh(&x.urlsSeen, rev, own) {
 		return
-	}
-	if !own {
-		x.urlsSeen = max(x.urlsSeen, rev)
 	}
 	if it := x.items[key]; it != nil {
 		if it.rev >= rev {
@@ -139,11 +147,8 @@ func (x *index) has(key string, rev uint64) bool {
 func (x *index) deleteEntry(key string, rev uint64, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if own && rev <= x.urlsSeen {
+	if !fresh(&x.urlsSeen, rev, own) {
 		return
-	}
-	if !own {
-		x.urlsSeen = max(x.urlsSeen, rev)
 	}
 	it := x.items[key]
 	if it == nil || it.rev >= rev {
@@ -175,11 +180,8 @@ func (x *index) pruneLocked(q *queueIndex) {
 func (x *index) putQueue(stateKey string, rev uint64, s *QueueState, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if own && rev <= x.queuesSeen {
+	if !fresh(&x.queuesSeen, rev, own) {
 		return
-	}
-	if !own {
-		x.queuesSeen = max(x.queuesSeen, rev)
 	}
 	q := x.crawl(s.Crawl).queue(stateKey, s.Key)
 	if q.stateRev >= rev {
@@ -192,11 +194,8 @@ func (x *index) putQueue(stateKey string, rev uint64, s *QueueState, own bool) {
 func (x *index) putDefault(crawl string, rev uint64, delay int64, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if own && rev <= x.queuesSeen {
+	if !fresh(&x.queuesSeen, rev, own) {
 		return
-	}
-	if !own {
-		x.queuesSeen = max(x.queuesSeen, rev)
 	}
 	c := x.crawl(crawl)
 	if c.defRev >= rev {

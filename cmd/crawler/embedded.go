@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -55,25 +54,7 @@ func (b *backend) startEmbedded(ctx context.Context, s settings, logger *slog.Lo
 		}
 	}
 	w := &pipeline.Worker{Config: embeddedConfig(s), Logger: workerLogger(s, logger), Conn: b.nc, Registerer: reg, Crawls: []string{s.Crawl.ID}}
-	if err := w.Open(ctx); err != nil {
-		return err
-	}
-	b.worker = w
-	b.dedup = w.StatsSnapshot
-	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	var once sync.Once
-	var stopErr error
-	b.stopWorker = func() error {
-		once.Do(func() {
-			stop()
-			stopErr = <-done
-		})
-		return stopErr
-	}
-	b.closers = append(b.closers, w.Close, b.stopWorker) // stopped, then closed
-	return nil
+	return b.runWorker(ctx, w)
 }
 
 // startNATS starts the embedded NATS server with JetStream storing under

@@ -115,7 +115,12 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 // does: serve admits through its filters, and it deduplicates the
 // deployment's discovered stream like any other worker.
 func (b *backend) startWorker(ctx context.Context, s settings, logger *slog.Logger, reg prometheus.Registerer) error {
-	w := &pipeline.Worker{Config: s.Config, Logger: workerLogger(s, logger), Conn: b.nc, Registerer: reg}
+	return b.runWorker(ctx, &pipeline.Worker{Config: s.Config, Logger: workerLogger(s, logger), Conn: b.nc, Registerer: reg})
+}
+
+// runWorker opens w and runs it until b.stopWorker (or b.close: stopped,
+// then closed).
+func (b *backend) runWorker(ctx context.Context, w *pipeline.Worker) error {
 	if err := w.Open(ctx); err != nil {
 		return err
 	}
@@ -125,12 +130,15 @@ func (b *backend) startWorker(ctx context.Context, s settings, logger *slog.Logg
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	var once sync.Once
+	var stopErr error
 	b.stopWorker = func() error {
-		var err error
-		once.Do(func() { stop(); err = <-done })
-		return err
+		once.Do(func() {
+			stop()
+			stopErr = <-done
+		})
+		return stopErr
 	}
-	b.closers = append(b.closers, w.Close, b.stopWorker)
+	b.closers = append(b.closers, w.Close, b.stopWorker) // stopped, then closed
 	return nil
 }
 
