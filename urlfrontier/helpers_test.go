@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -41,6 +42,8 @@ type env struct {
 	nats    *natstest.Server
 	filters admit.Filters
 	clk     *clock
+	// js, when set, is every server's connection; else each has its own.
+	js jetstream.JetStream
 }
 
 func newEnv(tb testing.TB) *env {
@@ -63,7 +66,10 @@ func (e *env) start(name string, tweak ...func(*urlfrontier.Options)) *node {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	js := e.nats.JetStream()
+	js := e.js
+	if js == nil {
+		js = e.nats.JetStream()
+	}
 	topo := frontier.Topology{}
 	store, err := crawls.Open(ctx, js, topo, crawls.Options{})
 	if err != nil {

@@ -1,6 +1,7 @@
 package urlfrontier_test
 
 import (
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -371,3 +372,33 @@ func TestBadInput(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCloseLeaksNothing: Close ends the watches, the heartbeat and the
+// active flag's watch, and takes the node off the live ones.
+func TestCloseLeaksNothing(t *testing.T) {
+	e := newEnv(t)
+	a := e.start("a:1")
+	a.put(t, disc("", "https://leak.example/", ""))
+	// One NATS connection for the servers measured, and a first server
+	// and client to start what the process keeps (gRPC's shared
+	// goroutines).
+	e.js = e.nats.JetStream()
+	w := e.start("w:1")
+	w.get(t, anyCrawl(0, 0, 1))
+	w.stop()
+	before := runtime.NumGoroutine()
+	b := e.start("b:1")
+	b.get(t, anyCrawl(0, 0, 1))
+	b.stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if nodes, _ := a.client.ListNodes(ctxT(t), &pb.Empty{}); !slices.Equal(nodes.GetValues(), []string{"a:1"}) {
+		t.Errorf("ListNodes after b closed = %v, want [a:1]", nodes.GetValues())
+	}
+}
