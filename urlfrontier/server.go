@@ -100,7 +100,9 @@ func (o Options) withDefaults() Options {
 // documentation). Open it, Register it on a grpc.Server, and Close it
 // after the grpc.Server stopped. It is safe for concurrent use.
 type Server struct {
-	pb.UnimplementedURLFrontierServer
+	// Unsafe, not Unimplemented: the compiler then checks that every RPC
+	// of the API is implemented here; none answers UNIMPLEMENTED.
+	pb.UnsafeURLFrontierServer
 	o     Options
 	store *store
 	core  *admit.Core
