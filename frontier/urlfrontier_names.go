@@ -6,14 +6,16 @@ import (
 	"strings"
 )
 
-// The URLFrontier API server (package urlfrontier) keeps its state in four
+// The URLFrontier API server (package urlfrontier) keeps its state in three
 // key-value buckets, named here like every other NATS name:
 //
-//	<PREFIX>_UF_URLS    one key per queued or in-process URL:
-//	                    <crawl>.<queue hash>.<URL hash>
-//	<PREFIX>_UF_QUEUES  one key per queue with state (delay, block, limit,
-//	                    next turn, counts): <crawl>.<queue hash>; a crawl's
-//	                    default delay: <crawl>._default
+//	<PREFIX>_UF_QUEUES  one key per queued or in-process URL:
+//	                    <crawl>.<queue hash>.<URL hash>; one per queue with
+//	                    state (delay, block, limit, next turn, counts,
+//	                    leases): <crawl>.<queue hash>; a crawl's default
+//	                    delay: <crawl>._default. One bucket, so that every
+//	                    server sees a URL's change before the change of its
+//	                    queue that follows it.
 //	<PREFIX>_UF_STATE   the active flag of each node: active.<node hash>
 //	<PREFIX>_UF_NODES   live nodes (TTL): node.<node hash>
 //
@@ -21,12 +23,8 @@ import (
 // address, 32 for a canonical URL. Crawl ids are subject tokens
 // (ValidCrawl), so a crawl's keys are the filter <crawl>.>.
 
-// URLFrontierURLsBucket is the bucket of the URLFrontier server's queued
-// and in-process URLs: <PREFIX>_UF_URLS.
-func (t Topology) URLFrontierURLsBucket() string { return t.upperPrefix() + "_UF_URLS" }
-
-// URLFrontierQueuesBucket is the bucket of its queues' state:
-// <PREFIX>_UF_QUEUES.
+// URLFrontierQueuesBucket is the bucket of the URLFrontier server's queues
+// and their queued and in-process URLs: <PREFIX>_UF_QUEUES.
 func (t Topology) URLFrontierQueuesBucket() string { return t.upperPrefix() + "_UF_QUEUES" }
 
 // URLFrontierStateBucket is the bucket of its nodes' active flags:
@@ -42,24 +40,22 @@ func hexHash(s string, n int) string {
 	return hex.EncodeToString(sum[:n/2])
 }
 
-// URLFrontierQueueKey is the key of a queue's state in the queues bucket,
-// and the prefix of its URLs' keys in the URLs bucket.
+// URLFrontierQueueKey is the key of a queue's state, and the prefix of its
+// URLs' keys.
 func (t Topology) URLFrontierQueueKey(crawl, queue string) string {
 	return crawl + "." + hexHash(queue, 16)
 }
 
-// URLFrontierURLKey is the key of a canonical URL of a queue in the URLs
-// bucket.
+// URLFrontierURLKey is the key of a canonical URL of a queue.
 func (t Topology) URLFrontierURLKey(crawl, queue, canonicalURL string) string {
 	return t.URLFrontierQueueKey(crawl, queue) + "." + hexHash(canonicalURL, 32)
 }
 
-// URLFrontierDefaultKey is the key of a crawl's default queue settings in
-// the queues bucket.
+// URLFrontierDefaultKey is the key of a crawl's default queue settings.
 func (t Topology) URLFrontierDefaultKey(crawl string) string { return crawl + "._default" }
 
-// URLFrontierCrawlKeys is the filter of every key of a crawl, in the URLs
-// and the queues buckets.
+// URLFrontierCrawlKeys is the filter of every key of a crawl: its queues
+// and its URLs.
 func (t Topology) URLFrontierCrawlKeys(crawl string) string { return crawl + ".>" }
 
 // URLFrontierQueueKeys is the filter of every URL key of a queue.
@@ -74,9 +70,6 @@ func (t Topology) URLFrontierActiveKey(node string) string { return "active." + 
 // URLFrontierNodeKey is the key of a live node in the nodes bucket.
 func (t Topology) URLFrontierNodeKey(node string) string { return "node." + hexHash(node, 16) }
 
-// ParseURLFrontierKey returns the crawl of a key of the URLs or queues
-// bucket.
-func (t Topology) ParseURLFrontierKey(key string) (crawl string, ok bool) {
-	crawl, _, ok = strings.Cut(key, ".")
-	return crawl, ok && ValidCrawl(crawl)
-}
+// IsURLFrontierURLKey reports whether a key of the queues bucket is a
+// URL's (three tokens) rather than a queue's (two).
+func (t Topology) IsURLFrontierURLKey(key string) bool { return strings.Count(key, ".") == 2 }

@@ -63,7 +63,7 @@ func (s *Server) DeleteCrawl(ctx context.Context, req *pb.DeleteCrawlMessage) (*
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.purgeWhere(ctx, c, "", func(*Entry) bool { return true }, true)
+	n, err := s.purgeWhere(ctx, c, "", func(*Entry, int64) bool { return true }, true)
 	if err != nil {
 		return nil, errStatus(err)
 	}
@@ -78,12 +78,12 @@ func (s *Server) DeleteCrawl(ctx context.Context, req *pb.DeleteCrawlMessage) (*
 }
 
 // purgeWhere removes the URLs of a crawl (of one queue for key != "") that
-// match, and with states the queues' state too; it returns how many URLs
-// it removed.
-func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(*Entry) bool, states bool) (int, error) {
+// match (given each one's lease), and with states the queues' state too;
+// it returns how many URLs it removed.
+func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(e *Entry, lease int64) bool, states bool) (int, error) {
 	var keys []string
-	for _, it := range s.store.x.entries(crawl, key) {
-		if match(&it.e) {
+	for _, it := range s.store.x.entries(crawl, key, s.now()) {
+		if match(&it.e, it.lease) {
 			keys = append(keys, it.key)
 		}
 	}
@@ -95,8 +95,11 @@ func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(*
 	}
 	if lister, err := s.store.urls.ListKeysFiltered(ctx, filter); err == nil {
 		for k := range lister.Keys() {
+			if !s.store.topo.IsURLFrontierURLKey(k) {
+				continue
+			}
 			if _, ok := s.store.x.entry(k); !ok && !slices.Contains(keys, k) {
-				if e, _, err := s.store.getURL(ctx, k); err == nil && e != nil && match(e) {
+				if e, _, err := s.store.getURL(ctx, k); err == nil && e != nil && match(e, 0) {
 					keys = append(keys, k)
 				}
 			}
@@ -113,7 +116,9 @@ func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(*
 		qkeys = []string{s.store.topo.URLFrontierQueueKey(crawl, key)}
 	} else if lister, err := s.store.queues.ListKeysFiltered(ctx, s.store.topo.URLFrontierCrawlKeys(crawl)); err == nil {
 		for k := range lister.Keys() {
-			qkeys = append(qkeys, k)
+			if !s.store.topo.IsURLFrontierURLKey(k) {
+				qkeys = append(qkeys, k)
+			}
 		}
 	} else if !isNoKeys(err) {
 		return n, err
@@ -184,7 +189,7 @@ func (s *Server) DeleteQueue(ctx context.Context, req *pb.QueueWithinCrawlParams
 	if err := keyArg(req.GetKey(), true); err != nil {
 		return nil, err
 	}
-	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(*Entry) bool { return true }, true)
+	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(*Entry, int64) bool { return true }, true)
 	if err != nil {
 		return nil, errStatus(err)
 	}
@@ -321,12 +326,21 @@ func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*p
 	if _, err := s.existing(ctx, req.GetCrawlID()); err != nil {
 		return nil, err
 	}
-	e, _, err := s.store.getURL(ctx, s.store.topo.URLFrontierURLKey(c.crawl, c.key, c.url))
+	key := s.store.topo.URLFrontierURLKey(c.crawl, c.key, c.url)
+	e, _, err := s.store.getURL(ctx, key)
 	if err != nil {
 		return nil, errStatus(err)
 	}
 	if e != nil {
-		return s.item(e), nil
+		q, _, err := s.store.getQueue(ctx, stateKeyOf(key))
+		if err != nil {
+			return nil, errStatus(err)
+		}
+		var lease int64
+		if q != nil {
+			lease, _ = q.leased(key, s.now())
+		}
+		return s.item(e, lease), nil
 	}
 	f, release, err := s.o.Filters.Acquire(ctx, c.crawl)
 	if err != nil {
@@ -347,12 +361,15 @@ func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*p
 // item is an entry as the API shows it: a discovered item while it waits
 // for its first fetch, a known item with the date it is handed out again
 // (its lease's end while in process, its refetch date when scheduled).
-func (s *Server) item(e *Entry) *pb.URLItem {
+func (s *Server) item(e *Entry, lease int64) *pb.URLItem {
 	info := &pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}
 	it := &pb.URLItem{ID: e.URL, CreationDate: uint64(e.Created)}
-	if e.Leased || e.Known {
+	switch {
+	case lease > 0:
+		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info, RefetchableFromDate: uint64(lease / 1000)}}
+	case e.Known:
 		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info, RefetchableFromDate: uint64(max(e.Due, 0) / 1000)}}
-	} else {
+	default:
 		it.Item = &pb.URLItem_Discovered{Discovered: &pb.DiscoveredURLItem{Info: info}}
 	}
 	return it
@@ -384,7 +401,7 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 		size = 100
 	}
 	skip := int(req.GetStart())
-	for _, it := range s.store.x.entries(c, req.GetKey()) {
+	for _, it := range s.store.x.entries(c, req.GetKey(), s.now()) {
 		if !match(&it.e) {
 			continue
 		}
@@ -396,7 +413,7 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 			break
 		}
 		size--
-		if err := stream.Send(s.item(&it.e)); err != nil {
+		if err := stream.Send(s.item(&it.e, it.lease)); err != nil {
 			return err
 		}
 	}
@@ -412,7 +429,7 @@ func (s *Server) CountURLs(ctx context.Context, req *pb.CountUrlParams) (*pb.Lon
 	}
 	match := matcher(req.GetFilter(), req.GetIgnoreCase())
 	var n uint64
-	for _, it := range s.store.x.entries(c, req.GetKey()) {
+	for _, it := range s.store.x.entries(c, req.GetKey(), s.now()) {
 		if match(&it.e) {
 			n++
 		}
@@ -430,9 +447,8 @@ func (s *Server) PurgeURLs(ctx context.Context, req *pb.PurgeUrlParams) (*pb.Lon
 	}
 	now := s.o.Now()
 	cutoff := now.Add(-time.Duration(req.GetDays()) * 24 * time.Hour).Unix()
-	nowMS := ms(now)
-	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(e *Entry) bool {
-		return e.Created <= cutoff && !e.inProcess(nowMS)
+	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(e *Entry, lease int64) bool {
+		return e.Created <= cutoff && lease == 0
 	}, false)
 	if err != nil {
 		return nil, errStatus(err)

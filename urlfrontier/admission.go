@@ -149,7 +149,7 @@ func (noMessages) Touch()                         {}
 func (noMessages) Park(string, time.Duration) int { return 0 }
 
 // publisher is the admit.Publisher of the server: it stores admitted URLs
-// in the URLs bucket, where a key that holds a value already is the
+// in the queues bucket beside its queue, where a key that holds a value already is the
 // duplicate the protocol expects of a frontier.
 type publisher struct{ s *Server }
 

@@ -13,7 +13,7 @@
 //     crawl's own filter (the dedup workers' filters: in Redis for a
 //     deployment, in memory in the embedded mode, where `serve` runs the
 //     worker whose filters it shares). The Core's publisher stores the
-//     URL in the bucket <PREFIX>_UF_URLS instead of the frontier stream: a
+//     URL in the bucket <PREFIX>_UF_QUEUES instead of the frontier stream: a
 //     create that finds the key taken is the duplicate the protocol
 //     expects of a frontier (admit: "publish, then mark"), so a URL is
 //     queued once per crawl whatever servers, clients or retries race.
@@ -30,13 +30,19 @@
 //     queue's state), otherwise stored again due at that date, so it is
 //     handed out again from then, the earliest date first.
 //   - Queues are keyed by the item's key, or by the URL's host
-//     (frontier.HostKey). A queue's delay, block, crawl limit, next turn and
-//     counts are one value in <PREFIX>_UF_QUEUES; a crawl's default delay
-//     another. GetURLs takes a queue's turn by compare-and-set of that
-//     value and leases each URL by compare-and-set of its entry (leased,
-//     due at the lease's end): two servers never hand out one URL at once
-//     or serve a queue twice within its delay, and a lease that ends
+//     (frontier.HostKey). A queue's delay, block, crawl limit, next turn,
+//     counts and leases (each handed-out URL's hash and the end of its
+//     lease) are one value in <PREFIX>_UF_QUEUES, beside its URLs; a
+//     crawl's default delay another. GetURLs takes a queue's turn and
+//     leases its URLs with one compare-and-set of that value: two servers
+//     never hand out one URL at once or serve a queue twice within its
+//     delay, a hand-out costs one write per queue, and a lease that ends
 //     without an update makes the URL ready again with no timer anywhere.
+//     A known update writes the URL, then its queue (the lease removed,
+//     the counts): the bucket's one watch delivers them in that order, so
+//     no server sees the queue's new state with the completed URL still
+//     ready, and one that has not seen the URL's change fails its
+//     compare-and-set on the queue.
 //   - The active flag of each node is in <PREFIX>_UF_STATE, live nodes in
 //     <PREFIX>_UF_NODES (entries expire 15 s after a node stops). So
 //     leases, delays, blocks, limits, refetch dates and the active flag
@@ -48,7 +54,7 @@
 //
 // # Reads
 //
-// Each server keeps an index of both buckets by watching them (index.go):
+// Each server keeps an index of the bucket by watching it (index.go):
 // ListQueues, GetStats, ListURLs and CountURLs read it, and GetURLs chooses
 // from it what to lease. A change made by another server reaches it in
 // milliseconds; the compare-and-sets make hand-outs exact regardless.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sievecrawl/sieve/frontier"
@@ -17,11 +18,11 @@ const formatVersion = 1
 // bucket (JSON, "v":1):
 //
 //	{"v":1,"crawl":"DEFAULT","url":"https://example.com/","key":"example.com",
-//	 "meta":{"depth":["1"]},"created":1764000000,"due":0,"leased":false}
+//	 "meta":{"depth":["1"]},"created":1764000000,"due":0}
 //
-// A URL is ready when Due (Unix milliseconds; 0: at once) has passed. A
-// handed-out URL is Leased until Due, then ready again; a URL scheduled for
-// a refetch is not leased and due at its refetch date.
+// A URL is ready when Due (Unix milliseconds; 0: at once) has passed and
+// its queue holds no running lease of it (QueueState.Leases); a URL
+// scheduled for a refetch is due at its refetch date.
 type Entry struct {
 	V       int                 `json:"v"`
 	Crawl   string              `json:"crawl"`
@@ -30,16 +31,12 @@ type Entry struct {
 	Meta    map[string][]string `json:"meta,omitempty"`
 	Created int64               `json:"created"` // Unix seconds, when first stored
 	Due     int64               `json:"due"`     // Unix milliseconds
-	Leased  bool                `json:"leased,omitempty"`
 	// Known says a known update scheduled it for a refetch at Due.
 	Known bool `json:"known,omitempty"`
 }
 
-// ready reports whether e may be handed out at now (Unix ms).
+// ready reports whether e is due at now (Unix ms).
 func (e *Entry) ready(now int64) bool { return e.Due <= now }
-
-// inProcess reports whether e is handed out and its lease runs at now.
-func (e *Entry) inProcess(now int64) bool { return e.Leased && e.Due > now }
 
 // QueueState is a queue's settings and turn, the value of its key in the
 // queues bucket (JSON, "v":1). A zero field is unset.
@@ -62,6 +59,26 @@ type QueueState struct {
 	// Completed those that completed a URL.
 	Fetched   uint64 `json:"fetched,omitempty"`
 	Completed uint64 `json:"completed,omitempty"`
+	// Leases are the queue's URLs handed out: the last token of each
+	// one's key (its URL hash) to the Unix ms its lease ends. A URL whose
+	// lease ended is ready again; its known update removes it. Leasing in
+	// the queue's value, which each hand-out writes anyway, makes a
+	// hand-out one write per queue, not one per URL.
+	Leases map[string]int64 `json:"leases,omitempty"`
+}
+
+// leased reports whether the URL of key is handed out at now.
+func (q *QueueState) leased(key string, now int64) (until int64, ok bool) {
+	until, ok = q.Leases[urlHash(key)]
+	return until, ok && until > now
+}
+
+// urlHash is the last token of a URL's key.
+func urlHash(key string) string {
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		return key[i+1:]
+	}
+	return key
 }
 
 var errFormat = errors.New("urlfrontier: bad stored value")

@@ -16,10 +16,11 @@ import (
 // served when it is not blocked, its turn has come (its delay has passed
 // since it was last served), it has fewer than max_urls_per_queue URLs in
 // process and it is under its crawl limit; the queues that waited longest
-// go first. Each queue's turn is taken with a compare-and-set of its state,
-// then each URL's lease (due = now + delay_requestable) with one of its
-// entry, so two servers never hand out one URL or serve one queue twice
-// within its delay. Nothing is handed out while the node is inactive.
+// go first. Each queue's turn is taken, and its URLs leased (until now +
+// delay_requestable), with one compare-and-set of its state, so two servers
+// never hand out one URL or serve one queue twice within its delay, and a
+// hand-out costs one write per queue. Nothing is handed out while the node
+// is inactive.
 func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer) error {
 	ctx := stream.Context()
 	var crawls []string
@@ -86,8 +87,9 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 		}
 	}
 	turns = chosen
-	// Take the queues' turns, then lease their URLs: two rounds of
-	// compare-and-set, each one round trip.
+	// Take each queue's turn and lease its URLs with one compare-and-set
+	// of its state; all the queues in one round trip.
+	until := now + lease.Milliseconds()
 	qw := make([]write, 0, len(turns))
 	qs := make([]*QueueState, 0, len(turns))
 	for _, t := range turns {
@@ -96,6 +98,16 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 			q = QueueState{V: formatVersion, Crawl: t.v.crawl, Key: t.v.key}
 		}
 		q.Next = now + s.delayOf(t.v).Milliseconds()
+		leases := make(map[string]int64, len(q.Leases)+len(t.v.ready))
+		for h, end := range q.Leases {
+			if end > now {
+				leases[h] = end // ended leases go: their URLs are ready again
+			}
+		}
+		for _, it := range t.v.ready {
+			leases[urlHash(it.key)] = until
+		}
+		q.Leases = leases
 		qw = append(qw, write{key: t.v.stateKey, value: encode(&q), rev: t.v.stateRev})
 		qs = append(qs, &q)
 	}
@@ -103,37 +115,21 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	if err != nil {
 		return errStatus(err)
 	}
-	var uw []write
-	var ue []*Entry
 	for i, r := range qres {
 		if r.err != nil {
 			if !errors.Is(r.err, errConflict) {
 				s.o.Logger.Warn("urlfrontier: take a queue's turn", "queue", turns[i].v.key, "error", r.err)
 			}
-			continue // another server serves it
+			continue // another server serves it, or a URL of it changed
 		}
 		s.store.x.putQueue(qw[i].key, r.rev, qs[i], true)
-		for _, it := range turns[i].v.ready[:turns[i].n] {
+		for _, it := range turns[i].v.ready {
 			e := it.e
-			e.Leased, e.Due = true, now+lease.Milliseconds()
-			uw = append(uw, write{key: it.key, value: encode(&e), rev: it.rev})
-			ue = append(ue, &e)
+			if err := stream.Send(&pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}); err != nil {
+				return err // leased, not sent: handed out again when the lease ends
+			}
+			s.m.handed.Inc()
 		}
-	}
-	ures, err := s.store.cas(ctx, s.store.urls, uw)
-	if err != nil {
-		return errStatus(err)
-	}
-	for i, r := range ures {
-		if r.err != nil {
-			continue // changed meanwhile: completed, deleted or leased elsewhere
-		}
-		s.store.x.putEntry(uw[i].key, r.rev, ue[i], true)
-		e := ue[i]
-		if err := stream.Send(&pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}); err != nil {
-			return err // leased, not sent: handed out again when the lease ends
-		}
-		s.m.handed.Inc()
 	}
 	return nil
 }

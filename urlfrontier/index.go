@@ -7,14 +7,14 @@ import (
 	"sync"
 )
 
-// index is a server's view of the URLs and queues buckets, kept by
-// watching them (and by applying its own writes at once): the queues of
+// index is a server's view of the queues bucket (queues and their URLs),
+// kept by watching it (and by applying its own writes at once): the queues of
 // each crawl, each with its URLs in order of their due time. It answers
 // the reads (stats, listings, counts) and chooses what GetURLs offers; the
 // buckets stay the truth, and every hand-out is a compare-and-set on them,
 // so two servers with the same view never hand out one URL twice.
 //
-// Revisions are the buckets' stream sequences, so they grow over all keys:
+// Revisions are the bucket's stream sequence, so they grow over all keys:
 // a value older than the one held is ignored, and a server's own write is
 // applied only while the watch has not delivered it yet (its revision is
 // above the watch's), so a stale write never brings back a deleted URL.
@@ -22,10 +22,9 @@ import (
 type index struct {
 	mu     sync.Mutex
 	crawls map[string]*crawlIndex
-	items  map[string]*item // by key in the URLs bucket
-	// urlsSeen and queuesSeen are the last revisions the watches
-	// delivered.
-	urlsSeen, queuesSeen uint64
+	items  map[string]*item // by key in the bucket
+	// seen is the last revision the watch delivered.
+	seen uint64
 }
 
 type crawlIndex struct {
@@ -45,12 +44,11 @@ type queueIndex struct {
 	state    *QueueState // nil: none stored
 	stateRev uint64
 	items    map[string]*item
-	leased   map[string]*item // the items whose entry is leased
 	due      itemHeap
 }
 
 type item struct {
-	key string // in the URLs bucket
+	key string // in the bucket
 	e   *Entry
 	rev uint64
 	q   *queueIndex
@@ -73,7 +71,7 @@ func (x *index) crawl(id string) *crawlIndex {
 func (c *crawlIndex) queue(stateKey, key string) *queueIndex {
 	q := c.queues[stateKey]
 	if q == nil {
-		q = &queueIndex{crawl: c, stateKey: stateKey, key: key, items: map[string]*item{}, leased: map[string]*item{}}
+		q = &queueIndex{crawl: c, stateKey: stateKey, key: key, items: map[string]*item{}}
 		c.queues[stateKey] = q
 	}
 	return q
@@ -102,7 +100,7 @@ func fresh(seen *uint64, rev uint64, own bool) bool {
 func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !fresh(&x.urlsSeen, rev, own) {
+	if !fresh(&x.seen, rev, own) {
 		return
 	}
 	if it := x.items[key]; it != nil {
@@ -111,7 +109,6 @@ func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
 		}
 		it.e, it.rev = e, rev
 		heap.Fix(&it.q.due, it.pos)
-		it.q.setLeased(it)
 		return
 	}
 	q := x.crawl(e.Crawl).queue(stateKeyOf(key), e.Key)
@@ -119,15 +116,6 @@ func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
 	x.items[key] = it
 	q.items[key] = it
 	heap.Push(&q.due, it)
-	q.setLeased(it)
-}
-
-func (q *queueIndex) setLeased(it *item) {
-	if it.e.Leased {
-		q.leased[it.key] = it
-	} else {
-		delete(q.leased, it.key)
-	}
 }
 
 // has reports whether the index holds key at rev or later: the watch need
@@ -137,7 +125,7 @@ func (x *index) has(key string, rev uint64) bool {
 	defer x.mu.Unlock()
 	it := x.items[key]
 	if it != nil && it.rev >= rev {
-		x.urlsSeen = max(x.urlsSeen, rev)
+		x.seen = max(x.seen, rev)
 		return true
 	}
 	return false
@@ -147,7 +135,7 @@ func (x *index) has(key string, rev uint64) bool {
 func (x *index) deleteEntry(key string, rev uint64, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !fresh(&x.urlsSeen, rev, own) {
+	if !fresh(&x.seen, rev, own) {
 		return
 	}
 	it := x.items[key]
@@ -161,7 +149,6 @@ func (x *index) dropLocked(it *item) {
 	delete(x.items, it.key)
 	q := it.q
 	delete(q.items, it.key)
-	delete(q.leased, it.key)
 	heap.Remove(&q.due, it.pos)
 	x.pruneLocked(q)
 }
@@ -180,7 +167,7 @@ func (x *index) pruneLocked(q *queueIndex) {
 func (x *index) putQueue(stateKey string, rev uint64, s *QueueState, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !fresh(&x.queuesSeen, rev, own) {
+	if !fresh(&x.seen, rev, own) {
 		return
 	}
 	q := x.crawl(s.Crawl).queue(stateKey, s.Key)
@@ -194,7 +181,7 @@ func (x *index) putQueue(stateKey string, rev uint64, s *QueueState, own bool) {
 func (x *index) putDefault(crawl string, rev uint64, delay int64, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !fresh(&x.queuesSeen, rev, own) {
+	if !fresh(&x.seen, rev, own) {
 		return
 	}
 	c := x.crawl(crawl)
@@ -208,7 +195,7 @@ func (x *index) putDefault(crawl string, rev uint64, delay int64, own bool) {
 func (x *index) deleteQueueKey(stateKey string, rev uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.queuesSeen = max(x.queuesSeen, rev)
+	x.seen = max(x.seen, rev)
 	crawl, rest, _ := strings.Cut(stateKey, ".")
 	c := x.crawls[crawl]
 	if c == nil {
@@ -250,6 +237,8 @@ type readyItem struct {
 	key string
 	e   Entry
 	rev uint64
+	// lease is when the URL's running lease ends (0: not in process).
+	lease int64
 }
 
 // blocked reports whether the queue is blocked at now.
@@ -266,15 +255,17 @@ func (q *queueIndex) view(now int64, maxReady int) queueView {
 	if q.state != nil {
 		v.state, v.hasState = *q.state, true
 	}
-	for _, it := range q.leased {
-		if it.e.inProcess(now) {
-			v.inProcess++
+	if q.state != nil {
+		for h, until := range q.state.Leases {
+			if until > now && q.items[q.stateKey+"."+h] != nil {
+				v.inProcess++
+			}
 		}
 	}
 	v.queued = len(q.items) - v.inProcess
 	if maxReady != 0 {
-		// The heap's order is by due time: pop the ready ones, then put
-		// them back.
+		// The heap's order is by due time: pop the due ones, then put
+		// them back; those leased are not ready.
 		var popped []*item
 		for q.due.Len() > 0 && (maxReady < 0 || len(v.ready) < maxReady) {
 			it := q.due[0]
@@ -282,6 +273,11 @@ func (q *queueIndex) view(now int64, maxReady int) queueView {
 				break
 			}
 			popped = append(popped, heap.Pop(&q.due).(*item))
+			if q.state != nil {
+				if _, ok := q.state.leased(it.key, now); ok {
+					continue
+				}
+			}
 			v.ready = append(v.ready, readyItem{key: it.key, e: *it.e, rev: it.rev})
 		}
 		for _, it := range popped {
@@ -345,8 +341,9 @@ func (x *index) crawlIDs() []string {
 }
 
 // entries returns copies of a crawl's URLs (one queue's for key != ""),
-// sorted by queue key and then URL, with their revisions.
-func (x *index) entries(crawl, key string) []readyItem {
+// sorted by queue key and then URL, with their revisions and leases at
+// now.
+func (x *index) entries(crawl, key string, now int64) []readyItem {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	c := x.crawls[crawl]
@@ -359,7 +356,13 @@ func (x *index) entries(crawl, key string) []readyItem {
 			continue
 		}
 		for _, it := range q.items {
-			out = append(out, readyItem{key: it.key, e: *it.e, rev: it.rev})
+			r := readyItem{key: it.key, e: *it.e, rev: it.rev}
+			if q.state != nil {
+				if until, ok := q.state.leased(it.key, now); ok {
+					r.lease = until
+				}
+			}
+			out = append(out, r)
 		}
 	}
 	slices.SortFunc(out, func(a, b readyItem) int {
@@ -414,7 +417,7 @@ func (x *index) forgetQueue(crawl, stateKey string) {
 	for k := range q.items {
 		delete(x.items, k)
 	}
-	q.items, q.leased, q.due, q.state = map[string]*item{}, map[string]*item{}, nil, nil
+	q.items, q.due, q.state = map[string]*item{}, nil, nil
 	x.pruneLocked(q)
 }
 

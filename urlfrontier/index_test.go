@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-func entry(url string, due int64, leased bool) *Entry {
-	return &Entry{V: formatVersion, Crawl: "c", URL: url, Key: "k", Due: due, Leased: leased}
+func entry(url string, due int64) *Entry {
+	return &Entry{V: formatVersion, Crawl: "c", URL: url, Key: "k", Due: due}
 }
 
 // TestIndexRevisions pins how the index orders what the watch delivers
@@ -37,13 +37,13 @@ func TestIndexRevisions(t *testing.T) {
 		for _, s := range tt.steps {
 			switch s.op {
 			case "put", "own-put":
-				x.putEntry(s.key, s.rev, entry(s.url, 0, false), s.op == "own-put")
+				x.putEntry(s.key, s.rev, entry(s.url, 0), s.op == "own-put")
 			case "del", "own-del":
 				x.deleteEntry(s.key, s.rev, s.op == "own-del")
 			}
 		}
 		var got []string
-		for _, it := range x.entries("c", "") {
+		for _, it := range x.entries("c", "", 0) {
 			got = append(got, it.e.URL)
 		}
 		if !slices.Equal(got, tt.want) {
@@ -53,15 +53,16 @@ func TestIndexRevisions(t *testing.T) {
 }
 
 // TestIndexView checks a queue's view at a time: in-process and queued
-// counts, ready URLs earliest first, and that a view leaves the queue as
-// it was.
+// counts from its leases, ready URLs earliest first (then by URL), and
+// that a view leaves the queue as it was.
 func TestIndexView(t *testing.T) {
 	x := newIndex()
-	x.putEntry("c.q.1", 1, entry("leased", 100, true), false)  // in process until 100
-	x.putEntry("c.q.2", 2, entry("expired", 40, true), false)  // lease ended at 40: ready
-	x.putEntry("c.q.3", 3, entry("new", 0, false), false)      // ready
-	x.putEntry("c.q.4", 4, entry("refetch", 80, false), false) // scheduled at 80
-	x.putQueue("c.q", 5, &QueueState{V: formatVersion, Crawl: "c", Key: "k", Blocked: 60}, false)
+	x.putEntry("c.q.1", 1, entry("leased", 0), false)   // in process until 100
+	x.putEntry("c.q.2", 2, entry("expired", 0), false)  // lease ended at 40: ready
+	x.putEntry("c.q.3", 3, entry("new", 0), false)      // ready
+	x.putEntry("c.q.4", 4, entry("refetch", 80), false) // scheduled at 80
+	x.putQueue("c.q", 5, &QueueState{V: formatVersion, Crawl: "c", Key: "k", Blocked: 60,
+		Leases: map[string]int64{"1": 100, "2": 40, "gone": 200}}, false) // a lease of a URL no longer stored counts for nothing
 	for _, tc := range []struct {
 		now       int64
 		max       int
@@ -69,10 +70,10 @@ func TestIndexView(t *testing.T) {
 		inProcess int
 		blocked   bool
 	}{
-		{50, -1, []string{"new", "expired"}, 1, true},
-		{50, 1, []string{"new"}, 1, true},
-		{90, -1, []string{"new", "expired", "refetch"}, 1, false},
-		{100, -1, []string{"new", "expired", "refetch", "leased"}, 0, false},
+		{50, -1, []string{"expired", "new"}, 1, true},
+		{50, 1, []string{"expired"}, 1, true},
+		{90, -1, []string{"expired", "new", "refetch"}, 1, false},
+		{100, -1, []string{"expired", "leased", "new", "refetch"}, 0, false},
 	} {
 		views := x.queues(tc.now, []string{"c"}, "", tc.max)
 		if len(views) != 1 {

@@ -244,6 +244,7 @@ func (s *Server) applyKnown(ctx context.Context, c candidate, date uint64) error
 		break
 	}
 	return s.store.updateQueue(ctx, c.crawl, c.key, func(q *QueueState) {
+		delete(q.Leases, urlHash(key))
 		q.Fetched++
 		if date == 0 {
 			q.Completed++

@@ -20,8 +20,12 @@ import (
 // servers share the buckets without locks: the first write wins and the
 // others see a conflict and skip or retry.
 type store struct {
-	js     jetstream.JetStream
-	topo   frontier.Topology
+	js   jetstream.JetStream
+	topo frontier.Topology
+	// urls and queues are one bucket (<PREFIX>_UF_QUEUES): its one
+	// watch delivers a URL's purge before the queue's change that follows
+	// it, so no server sees a queue's new state with a completed URL still
+	// in it.
 	urls   jetstream.KeyValue
 	queues jetstream.KeyValue
 	state  jetstream.KeyValue
@@ -41,8 +45,7 @@ func openStore(ctx context.Context, js jetstream.JetStream, topo frontier.Topolo
 		desc string
 		ttl  time.Duration
 	}{
-		{&s.urls, topo.URLFrontierURLsBucket(), "Sieve URLFrontier: queued and in-process URLs", 0},
-		{&s.queues, topo.URLFrontierQueuesBucket(), "Sieve URLFrontier: queue delays, blocks, limits and turns", 0},
+		{&s.queues, topo.URLFrontierQueuesBucket(), "Sieve URLFrontier: queues (delays, blocks, limits, turns, leases) and their URLs", 0},
 		{&s.state, topo.URLFrontierStateBucket(), "Sieve URLFrontier: nodes' active flags", 0},
 		{&s.nodes, topo.URLFrontierNodesBucket(), "Sieve URLFrontier: live nodes", nodeTTL},
 	} {
@@ -55,46 +58,36 @@ func openStore(ctx context.Context, js jetstream.JetStream, topo frontier.Topolo
 		}
 		*b.kv = kv
 	}
+	s.urls = s.queues
 	return s, nil
 }
 
-// watch keeps the index up to date with the URLs and queues buckets until
-// ctx ends; ready is called once both watches delivered every value the
-// buckets held when they started.
+// watch keeps the index up to date with the bucket until ctx ends; ready
+// is called once the watch delivered every value the bucket held when it
+// started.
 func (s *store) watch(ctx context.Context, ready func()) error {
-	wu, err := s.urls.WatchAll(ctx)
+	w, err := s.queues.WatchAll(ctx)
 	if err != nil {
-		return fmt.Errorf("urlfrontier: watch urls: %w", err)
+		return fmt.Errorf("urlfrontier: watch: %w", err)
 	}
-	defer wu.Stop()
-	wq, err := s.queues.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("urlfrontier: watch queues: %w", err)
-	}
-	defer wq.Stop()
-	initial := 2
+	defer w.Stop()
 	for {
 		var e jetstream.KeyValueEntry
-		var ok, isURL bool
+		var ok bool
 		select {
 		case <-ctx.Done():
 			return nil
-		case e, ok = <-wu.Updates():
-			isURL = true
-		case e, ok = <-wq.Updates():
+		case e, ok = <-w.Updates():
 		}
 		if !ok {
 			return errors.New("urlfrontier: watch ended")
 		}
-		if e == nil { // the initial values are in
-			if initial--; initial == 0 {
-				ready()
-			}
-			continue
-		}
-		if isURL {
+		switch {
+		case e == nil: // the initial values are in
+			ready()
+		case s.topo.IsURLFrontierURLKey(e.Key()):
 			s.applyURL(e)
-		} else {
+		default:
 			s.applyQueue(e)
 		}
 	}
@@ -355,7 +348,7 @@ func (s *store) purgeKeys(ctx context.Context, kv jetstream.KeyValue, keys []str
 		}
 	}
 	for i, r := range res {
-		if kv == s.urls {
+		if s.topo.IsURLFrontierURLKey(keys[i]) {
 			s.x.deleteEntry(keys[i], r.rev, true)
 		} else {
 			s.x.deleteQueueKey(keys[i], r.rev)
