@@ -145,9 +145,8 @@ func (b *backend) runWorker(ctx context.Context, w *pipeline.Worker) error {
 // startServeWatch serves the watch page, /metrics (with the URLFrontier
 // calls by RPC and status, and their latency) and health on http.addr.
 func startServeWatch(s settings, b *backend, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
-	w := &watcher{}
 	if s.HTTP.Addr == "" {
-		return w, nil
+		return &watcher{}, nil
 	}
 	src := watch.Sources{
 		Role:       "urlfrontier",
@@ -159,21 +158,7 @@ func startServeWatch(s settings, b *backend, reg *prometheus.Registry, logger *s
 		Worker:     b.worker,
 		Membership: b.worker,
 	}
-	opts := watch.Options{Registry: reg, Logger: logger}
-	if s.Embedded {
-		opts.Dir = s.DataDir
-	}
-	srv, err := watch.New(src, opts)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := srv.Listen(s.HTTP.Addr); err != nil {
-		srv.Close()
-		return nil, fmt.Errorf("http.addr: %w", err)
-	}
-	w.srv = srv
-	fmt.Fprintf(stderr, "watch it at %s\n", srv.URL())
-	return w, nil
+	return listenWatch(s, src, reg, logger, stderr)
 }
 
 // newLeveledLogger is newLogger with its level in level, which the API's

@@ -58,6 +58,12 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, r
 		src.Worker = b.worker
 		src.Membership = b.worker
 	}
+	return listenWatch(s, src, reg, logger, stderr)
+}
+
+// listenWatch serves src's watch page on s.HTTP.Addr and says where; in
+// embedded mode the page keeps its report in the data directory.
+func listenWatch(s settings, src watch.Sources, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
 	opts := watch.Options{Registry: reg, Logger: logger}
 	if s.Embedded {
 		opts.Dir = s.DataDir
@@ -70,9 +76,8 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, r
 		srv.Close()
 		return nil, fmt.Errorf("http.addr: %w", err)
 	}
-	w.srv = srv
 	fmt.Fprintf(stderr, "watch it at %s\n", srv.URL())
-	return w, nil
+	return &watcher{srv: srv}, nil
 }
 
 // close stops the watch server; it may be called more than once.
