@@ -162,11 +162,11 @@ class OneServer(unittest.TestCase):
         c = self.crawl()
         s = self.s
         s.put(*[disc("https://q%d.example/%d" % (q, i), c) for q in range(4) for i in range(3)])
-        self.assertEqual(len(s.get(c, per_queue=2, queues=3, lease=1)), 6)  # 3 queues × 2
-        self.assertEqual(len(s.get(c, per_queue=2, lease=1)), 2)            # only the 4th queue: the others have 2 in process
-        self.assertEqual(s.get(c, key="q0.example", per_queue=2, lease=1), [])
-        self.assertEqual(s.get("other", lease=1), [])                       # another crawl
-        time.sleep(1.1)  # every lease (1 s) ends: the URLs are handed out again
+        self.assertEqual(len(s.get(c, per_queue=2, queues=3, lease=3)), 6)  # 3 queues × 2
+        self.assertEqual(len(s.get(c, per_queue=2, lease=3)), 2)            # only the 4th queue: the others have 2 in process
+        self.assertEqual(s.get(c, key="q0.example", per_queue=2, lease=3), [])
+        self.assertEqual(s.get("other", lease=3), [])                       # another crawl
+        time.sleep(3.1)  # every lease (3 s) ends: the URLs are handed out again
         mine = [u for u in s.get(None, per_queue=3, lease=60) if u.startswith("https://q")]
         self.assertEqual(len(mine), 12)
 
@@ -176,23 +176,23 @@ class OneServer(unittest.TestCase):
         s.put(disc("https://k.example/done", c), disc("https://k.example/again", c), disc("https://k.example/soon", c))
         self.assertEqual(len(s.get(c, lease=60)), 3)
         now = int(time.time())
-        self.assertEqual(set(s.put(known("https://k.example/done", c), known("https://k.example/again", c, now + 3),
-                                   known("https://k.example/soon", c, now + 1)).values()), {OK})
+        self.assertEqual(set(s.put(known("https://k.example/done", c), known("https://k.example/again", c, now + 6),
+                                   known("https://k.example/soon", c, now + 2)).values()), {OK})
         stats = s.stub.GetStats(pb.QueueWithinCrawlParams(crawlID=c))
         self.assertEqual((stats.size, stats.inProcess, stats.counts["completed"]), (2, 0, 1))
         self.assertEqual(s.get(c, lease=60), [])
-        eventually("the earlier refetch date first", lambda: s.get(c, lease=60) == ["https://k.example/soon"], 5)
-        eventually("the later one", lambda: s.get(c, lease=60) == ["https://k.example/again"], 5)
+        eventually("the earlier refetch date first", lambda: s.get(c, lease=60) == ["https://k.example/soon"], 10)
+        eventually("the later one", lambda: s.get(c, lease=60) == ["https://k.example/again"], 10)
         self.assertEqual(s.put(disc("https://k.example/done", c)), {"https://k.example/done": SKIPPED})
 
     def test_delay_block_limit(self):
         c = self.crawl(delay=1)
         s = self.s
         s.put(*[disc("https://b.example/%d" % i, c) for i in range(6)])
-        s.stub.SetDelay(pb.QueueDelayParams(key="b.example", delay_requestable=2, crawlID=c))
+        s.stub.SetDelay(pb.QueueDelayParams(key="b.example", delay_requestable=3, crawlID=c))
         self.assertEqual(len(s.get(c, per_queue=1, lease=60)), 1)
         self.assertEqual(s.get(c, per_queue=5, lease=60), [])  # within its delay
-        time.sleep(2.1)
+        time.sleep(3.1)
         s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example", time=int(time.time()) + 3600, crawlID=c))
         self.assertEqual(s.get(c, per_queue=5, lease=60), [])
         self.assertEqual(list(s.stub.ListQueues(pb.Pagination(crawlID=c)).values), [])  # blocked: inactive
