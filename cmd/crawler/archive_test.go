@@ -99,6 +99,9 @@ func TestArchiveSurvivesKill(t *testing.T) {
 		t.Fatalf("second run ended %q", second.End)
 	}
 	archived(t, site, warcDir)
+	if _, out, _ := runCLI(t, ctx, "stats", "--data-dir", data); !strings.Contains(out, "WARC files") || !strings.Contains(out, warcDir) {
+		t.Errorf("crawler stats does not say where the archive is:\n%s", out)
+	}
 
 	// Where is the capture of a page: any spelling of its URL finds it,
 	// in the capture store and in the indexes.

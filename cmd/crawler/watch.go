@@ -111,7 +111,7 @@ func statsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Write
 
 // reportSummary shows a running process's report as a run summary.
 func reportSummary(r watch.Report) runSummary {
-	sum := runSummary{End: "running", Seconds: r.At.Sub(r.Started).Seconds(), Dedup: r.Shared, Filter: r.Filter}
+	sum := runSummary{End: "running", Seconds: r.At.Sub(r.Started).Seconds(), Dedup: r.Shared, Filter: r.Filter, Archive: r.Archive}
 	if r.Crawler != nil {
 		sum.Crawler = r.Crawler.Stats
 	}
