@@ -35,7 +35,9 @@ type Topology struct {
 	FrontierMaxMsgs, FrontierMaxBytes int64
 	// DiscoveredMaxBytes caps the discovered stream. 0 or -1: no cap.
 	DiscoveredMaxBytes int64
-	// Replicas of each stream (default 1).
+	// Replicas of each stream, and so of its consumers, and of every KV
+	// bucket Sieve creates (default 1; 3 or 5 in a NATS cluster, where a
+	// stream then survives the loss of 1 or 2 servers).
 	Replicas int
 	// Storage of the streams (default file).
 	Storage jetstream.StorageType

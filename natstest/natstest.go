@@ -46,17 +46,20 @@ type Server struct {
 	// StoreDir is the JetStream storage directory, kept across restarts.
 	StoreDir string
 
-	tb   testing.TB
-	opts Options
-	port int
-	srv  *server.Server
+	tb      testing.TB
+	opts    Options
+	port    int
+	name    string   // server name (unique in a cluster)
+	cluster *cluster // nil: a standalone server
+	route   int      // the cluster (route) port, in a cluster
+	srv     *server.Server
 }
 
 // Start starts an embedded NATS server with JetStream on a free loopback
 // port and registers its shutdown with tb.Cleanup.
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
-	s := &Server{StoreDir: tb.TempDir(), tb: tb, opts: opts, port: -1}
+	s := &Server{StoreDir: tb.TempDir(), tb: tb, opts: opts, port: -1, name: "natstest"}
 	if opts.Port > 0 {
 		s.port = opts.Port
 	}
@@ -70,7 +73,7 @@ func Start(tb testing.TB, opts Options) *Server {
 
 func (s *Server) start() error {
 	o := &server.Options{
-		ServerName:            "natstest",
+		ServerName:            s.name,
 		Host:                  "127.0.0.1",
 		Port:                  s.port,
 		JetStream:             true,
@@ -80,6 +83,10 @@ func (s *Server) start() error {
 		NoSigs:                true,
 		NoLog:                 !s.opts.Log,
 		DisableShortFirstPing: true,
+	}
+	if c := s.cluster; c != nil {
+		o.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: s.route}
+		o.Routes = c.routes()
 	}
 	srv, err := server.NewServer(o)
 	if err != nil {
@@ -100,6 +107,10 @@ func (s *Server) start() error {
 // URL returns the server's nats:// client URL. It stays the same across
 // restarts.
 func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// Name returns the server's name, as JetStream reports it (a stream's
+// leader, a peer).
+func (s *Server) Name() string { return s.name }
 
 // Port returns the server's TCP port.
 func (s *Server) Port() int { return s.port }
