@@ -131,7 +131,8 @@
 // form no cycle. Between worker processes the race remains: it needs two
 // workers to hold the same new URL between one's Contains and its mark,
 // and the window catches it (Republished counts it; the pipeline
-// benchmark prints it per row).
+// benchmark prints it per row). frontier's route partitions remove it:
+// each URL then reaches one Core only (frontier, "One owner per URL").
 //
 // # Why not mark first
 //

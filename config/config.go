@@ -103,6 +103,7 @@ type Frontier struct {
 	Storage            string        `yaml:"storage" help:"stream storage: file or memory"`
 	AckWait            time.Duration `yaml:"ack_wait" help:"time a worker has to process a fetched discovered message before it is redelivered to another worker; workers extend it while they wait on Redis or NATS"`
 	MaxAckPending      int           `yaml:"max_ack_pending" help:"discovered messages in flight across all workers"`
+	Routes             int           `yaml:"routes" help:"route partitions giving each URL one owner among the dedup workers: workers forward each page's canonical links to partition hash(crawl, URL) mod routes, each leased by one worker at a time, so no two workers publish the same URL and each seen cache covers its own share; 0: off (every worker admits any URL; right for a single worker). Every worker of a deployment must use the same value; a few per worker (e.g. 16 for up to 8 workers)"`
 }
 
 // Worker tunes one dedup worker process.
@@ -181,6 +182,9 @@ func Default() Config {
 		Log:  Log{Level: "info", Format: "text"},
 	}
 }
+
+// maxRoutes bounds frontier.routes: each route is a durable consumer.
+const maxRoutes = 1024
 
 var prefixRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
@@ -339,6 +343,9 @@ func (f Frontier) validate() []*FieldError {
 	}
 	if f.MaxAckPending < 1 {
 		errs = append(errs, invalid("frontier.max_ack_pending", "must be positive, got %d", f.MaxAckPending))
+	}
+	if f.Routes < 0 || f.Routes > maxRoutes {
+		errs = append(errs, invalid("frontier.routes", "want 0 (off) to %d, got %d", maxRoutes, f.Routes))
 	}
 	return errs
 }

@@ -160,6 +160,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"frontier.duplicate_window", func(c *config.Config) { c.Frontier.DuplicateWindow = 45 * time.Second }},
 		{"frontier.max_msgs", func(c *config.Config) { c.Frontier.FrontierMaxMsgs = 0 }},
 		{"frontier.replicas", func(c *config.Config) { c.Frontier.Replicas = 2 }},
+		{"frontier.routes", func(c *config.Config) { c.Frontier.Routes = -1 }},
+		{"frontier.routes", func(c *config.Config) { c.Frontier.Routes = 1025 }},
 		{"frontier.storage", func(c *config.Config) { c.Frontier.Storage = "tape" }},
 		{"worker.batch", func(c *config.Config) { c.Worker.Batch = 0 }},
 		{"worker.batch", func(c *config.Config) { c.Worker.Batch = 10_000 }},

@@ -25,6 +25,7 @@ func (f Frontier) Topology() frontier.Topology {
 		Storage:            storage,
 		AckWait:            f.AckWait,
 		MaxAckPending:      f.MaxAckPending,
+		Routes:             f.Routes,
 	}
 }
 

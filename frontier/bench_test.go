@@ -164,13 +164,20 @@ func openBenchFilter(tb testing.TB, srv *redistest.Server, name string) *dedup.R
 	return f
 }
 
-// pipelineRate publishes the stream, then runs workers until every message
-// is acknowledged, and returns discovered URLs per second, the number of
-// URLs on the frontier and the number of publishes JetStream's duplicate
-// window caught (racing batches: there are no faults here).
-func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefix string, stream []frontier.Discovered, workers, cache int) (rate float64, admitted uint64, republished int64) {
+// pipelineResult is what one pipeline run measured.
+type pipelineResult struct {
+	rate        float64 // discovered URLs per second
+	admitted    uint64  // URLs on the frontier
+	republished int64   // publishes the duplicate window caught (racing: no faults here)
+	hits        int64   // URLs the workers' seen caches answered
+	decided     int64   // URLs the workers' Cores decided
+}
+
+// pipelineRate publishes the stream, then runs workers (with routes route
+// partitions, 0: none) until every message is acknowledged.
+func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefix string, stream []frontier.Discovered, workers, cache, routes int) pipelineResult {
 	tb.Helper()
-	topo := frontier.Topology{Prefix: prefix, Storage: jetstream.FileStorage, MaxAckPending: 100_000}
+	topo := frontier.Topology{Prefix: prefix, Storage: jetstream.FileStorage, MaxAckPending: 100_000, Routes: routes}
 	p := &pipeline{srv: nsrv, nc: nsrv.Conn(), topo: topo.WithDefaults()}
 	js, err := jetstream.New(p.nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
@@ -212,10 +219,17 @@ func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefi
 		go func() { _ = w.Run(ctx) }()
 	}
 	p.waitDrained(tb, 10*time.Minute)
+	if routes > 0 {
+		p.waitStreamEmpty(tb, p.topo.RoutedStream(), 10*time.Minute)
+	}
 	elapsed := time.Since(start)
+	var r pipelineResult
 	for _, w := range ws {
 		w.Close()
-		republished += w.Status().Totals.Republished
+		st := w.Status()
+		r.republished += st.Totals.Republished
+		r.hits += st.CacheHits
+		r.decided += st.Decided
 	}
 	s, err := js.Stream(ctx, p.topo.FrontierStream())
 	if err != nil {
@@ -225,7 +239,8 @@ func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefi
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return float64(len(stream)*benchLinksPerPage) / elapsed.Seconds(), info.State.Msgs, republished
+	r.rate, r.admitted = float64(len(stream)*benchLinksPerPage)/elapsed.Seconds(), info.State.Msgs
+	return r
 }
 
 func TestPipelineThroughput(t *testing.T) {
@@ -245,37 +260,43 @@ func TestPipelineThroughput(t *testing.T) {
 	normAll := normalizeRate(t, n, stream, runtime.GOMAXPROCS(0))
 	filt := filterRate(t, openBenchFilter(t, rsrv, "bench:filteronly"), n, stream, 4)
 	type run struct {
-		name     string
-		rate     float64
-		racing   int64
-		admitted uint64
+		name string
+		pipelineResult
 	}
 	var runs []run
-	pipe := func(name string, f frontier.Filter, prefix string, workers, cache int) {
-		r, a, rep := pipelineRate(t, nsrv, f, prefix, stream, workers, cache)
-		if a != uint64(unique) {
-			t.Errorf("%s: admitted %d URLs, the stream has %d unique", name, a, unique)
+	pipe := func(name string, f frontier.Filter, prefix string, workers, cache, routes int) {
+		r := pipelineRate(t, nsrv, f, prefix, stream, workers, cache, routes)
+		if r.admitted != uint64(unique) {
+			t.Errorf("%s: admitted %d URLs, the stream has %d unique", name, r.admitted, unique)
 		}
-		runs = append(runs, run{name, r, rep, a})
+		runs = append(runs, run{name, r})
 	}
-	pipe("pipeline, 1 worker (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:one"), "one", 1, 0)
-	pipe("pipeline, 2 workers (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:two"), "two", 2, 0)
-	pipe("pipeline, 1 worker (RedisBloom, no cache)", openBenchFilter(t, rsrv, "bench:nocache1"), "nocache1", 1, -1)
-	pipe("pipeline, 2 workers (RedisBloom, no cache)", openBenchFilter(t, rsrv, "bench:nocache2"), "nocache2", 2, -1)
-	pipe("pipeline, 1 worker (in-memory Bloom, no cache)", newMemoryFilter(t), "mem", 1, -1)
+	pipe("pipeline, 1 worker (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:one"), "one", 1, 0, 0)
+	pipe("pipeline, 2 workers (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:two"), "two", 2, 0, 0)
+	pipe("pipeline, 3 workers (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:three"), "three", 3, 0, 0)
+	pipe("pipeline, 1 worker, 16 routes (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:routed1"), "routed1", 1, 0, 16)
+	pipe("pipeline, 2 workers, 16 routes (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:routed2"), "routed2", 2, 0, 16)
+	pipe("pipeline, 3 workers, 16 routes (RedisBloom, seen-cache)", openBenchFilter(t, rsrv, "bench:routed3"), "routed3", 3, 0, 16)
+	pipe("pipeline, 1 worker (RedisBloom, no cache)", openBenchFilter(t, rsrv, "bench:nocache1"), "nocache1", 1, -1, 0)
+	pipe("pipeline, 2 workers (RedisBloom, no cache)", openBenchFilter(t, rsrv, "bench:nocache2"), "nocache2", 2, -1, 0)
+	pipe("pipeline, 1 worker (in-memory Bloom, no cache)", newMemoryFilter(t), "mem", 1, -1, 0)
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "stream: %d pages, %d links (%d per page), %d unique URLs (%.0f%% repeats); GOMAXPROCS %d\t\n",
 		len(stream), links, benchLinksPerPage, unique, 100*(1-float64(unique)/float64(links)), runtime.GOMAXPROCS(0))
-	fmt.Fprintf(tw, "measure\tURLs/s\t× normalize (1 core)\t× normalize (all cores)\tracing publishes\t\n")
-	row := func(name string, rate float64, racing string) {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%s\t\n", name, rate, rate/normOne, rate/normAll, racing)
+	fmt.Fprintf(tw, "measure\tURLs/s\t× normalize (1 core)\t× normalize (all cores)\tracing publishes\tcache hit rate\t\n")
+	row := func(name string, rate float64, racing, hits string) {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t\n", name, rate, rate/normOne, rate/normAll, racing, hits)
 	}
-	row("normalize only, 1 goroutine", normOne, "")
-	row(fmt.Sprintf("normalize only, %d goroutines", runtime.GOMAXPROCS(0)), normAll, "")
-	row("filter only (RedisBloom, worker's calls)", filt, "")
+	row("normalize only, 1 goroutine", normOne, "", "")
+	row(fmt.Sprintf("normalize only, %d goroutines", runtime.GOMAXPROCS(0)), normAll, "", "")
+	row("filter only (RedisBloom, worker's calls)", filt, "", "")
 	for _, r := range runs {
-		row(r.name, r.rate, fmt.Sprintf("%d of %d", r.racing, r.admitted))
+		hits := "-"
+		if r.decided > 0 {
+			hits = fmt.Sprintf("%.1f%%", 100*float64(r.hits)/float64(r.decided))
+		}
+		row(r.name, r.rate, fmt.Sprintf("%d of %d (%.2f%%)", r.republished, r.admitted, 100*float64(r.republished)/float64(r.admitted)), hits)
 	}
 	tw.Flush()
 	t.Logf("targets: ≥ 100000 URLs/s through the pipeline; ≥ 0.6 × normalize-only")

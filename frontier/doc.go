@@ -30,6 +30,17 @@
 //	    to them. Work-queue retention, DiscardNew at
 //	    FrontierMaxMsgs/FrontierMaxBytes.
 //
+// With Topology.Routes > 0 (one owner per URL, below) a third stream
+// carries each page's canonical links to the worker that owns them:
+//
+//	stream SIEVE_ROUTED      subjects sieve.routed.<crawl>.<route>
+//	    Discovered messages (JSON, "v":2) whose links are canonical URLs,
+//	    each with its kind, queue key and metadata, grouped by
+//	    route = FNV-1a 64(crawl "\n" URL) mod Routes (Topology.Route).
+//	    Work-queue retention; one durable consumer per route,
+//	    sieve-route-<route>, fetched by the worker leasing
+//	    route.<route> in the bucket <PREFIX>_WORKERS.
+//
 // A crawl is recorded in the bucket <PREFIX>_CRAWLS (Crawls): its seeds and
 // the settings it was created with. A URL is unique within a crawl: with
 // WorkerOptions.Filters each crawl has its own filter, and the frontier's
@@ -74,13 +85,39 @@
 // message, which then comes back every AckWait. CheckServer refuses one;
 // Worker.Run stops with its error.
 //
+// # One owner per URL
+//
+// Without routes, any worker may take any page, so two workers can hold the
+// same new URL at once: both find it absent and both publish it, and only
+// the frontier's duplicate window stores one (in the pipeline benchmark,
+// 31 % of the new URLs with 2 workers). With Topology.Routes > 0 a worker
+// that takes a page from the shared consumer only canonicalizes it and
+// forwards its links, grouped by route partition, to the routed stream
+// (Worker.forward): it acknowledges the page once every part is stored,
+// and counts the page, its links, rejections and repeats within the page.
+// Each route partition is leased to one worker at a time (routeLeases:
+// rendezvous hashing over the live workers, a lease key created only if
+// absent), and only that worker fetches it and runs admit.Core on it. So a
+// URL is held by one worker's Core at a time, where the Core's flights
+// keep its own batches from racing, and each worker's seen cache holds
+// only its routes' URLs: with n workers, each caches a 1/n share of the URL
+// space. A worker that joins takes its share from the others, which stop
+// fetching it, finish their batches and only then release it; one that
+// leaves releases its routes the same way, and one that dies loses them
+// when its lease expires (WorkerOptions.RouteLeaseTTL), its unacknowledged
+// messages then redelivered to the new owner. The cost is one more
+// JetStream round trip per page (the forward) and one more stored message
+// per page and route; the benchmark prints both rates. The claims hold
+// whether routes are on or not, and workers that disagree only race.
+//
 // # Counts
 //
 // Counts (stats.Delta) add up per batch: Links = Admitted + Duplicates +
 // Σ Rejected, where Admitted counts publishes JetStream stored as new.
 // Republished (part of Duplicates) counts publishes JetStream's window
 // caught: crash recovery, and two worker processes that held the same new
-// URL at once (admit, "Racing batches"). With one worker and no faults it is 0,
+// URL at once (admit, "Racing batches"; routes end those). With one worker,
+// or with routes, and no faults it is 0,
 // which the tests check: a filter that held nothing would otherwise pass
 // them, the window doing its work.
 // A worker hands them to a Recorder (Redis for a deployment) once per

@@ -36,10 +36,27 @@ func NewPublisher(js jetstream.JetStream, topo Topology) *Publisher {
 // full, NATS away, no acknowledgement in time). It returns an error only if
 // ctx ended first.
 func (p *Publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, error) {
-	acks := make([]admit.Ack, len(urls))
-	futures := make([]jetstream.PubAckFuture, len(urls))
+	msgs := make([]outMsg, len(urls))
 	for i, u := range urls {
-		f, err := p.js.PublishMsgAsync(p.entryMsg(u), jetstream.WithMsgID(EntryIDIn(u.Crawl, u.Incarnation, u.URL)))
+		msgs[i] = outMsg{msg: p.entryMsg(u), id: EntryIDIn(u.Crawl, u.Incarnation, u.URL)}
+	}
+	return publishAll(ctx, p.js, msgs)
+}
+
+// outMsg is a message to publish with its Nats-Msg-Id.
+type outMsg struct {
+	msg *nats.Msg
+	id  string
+}
+
+// publishAll publishes every message asynchronously, then waits for each
+// acknowledgement: acks[i] is msgs[i]'s outcome (stored, a duplicate, or
+// the error). It returns an error only if ctx ended first.
+func publishAll(ctx context.Context, js jetstream.JetStream, msgs []outMsg) ([]admit.Ack, error) {
+	acks := make([]admit.Ack, len(msgs))
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		f, err := js.PublishMsgAsync(m.msg, jetstream.WithMsgID(m.id))
 		if err != nil {
 			acks[i].Err = err
 			continue

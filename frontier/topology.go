@@ -47,6 +47,13 @@ type Topology struct {
 	// MaxAckPending bounds discovered messages in flight over all workers
 	// (default 10,000).
 	MaxAckPending int
+	// Routes is the number of route partitions that give each URL one
+	// owner among the workers (0: none, every worker admits any URL). With
+	// Routes > 0 workers forward each page's canonical links to the
+	// partition Route(crawl, URL) on the routed stream, and each partition
+	// is admitted by the one worker that leases it (see the package doc,
+	// "One owner per URL"). All workers of a deployment must agree on it.
+	Routes int
 }
 
 // Defaults of Topology.
@@ -137,6 +144,54 @@ func (t Topology) AttemptsBucket() string { return t.upperPrefix() + "_ATTEMPTS"
 // WatchBucket is the key-value bucket in which every process's watch server
 // announces itself (package watch): <PREFIX>_WATCH.
 func (t Topology) WatchBucket() string { return t.upperPrefix() + "_WATCH" }
+
+// RoutedStream is the name of the stream of canonical links forwarded to
+// their owners: <PREFIX>_ROUTED.
+func (t Topology) RoutedStream() string { return t.upperPrefix() + "_ROUTED" }
+
+// WorkersBucket is the key-value bucket in which dedup workers hold their
+// route leases and heartbeats: <PREFIX>_WORKERS.
+func (t Topology) WorkersBucket() string { return t.upperPrefix() + "_WORKERS" }
+
+// RouteKey is the key, in WorkersBucket, that the worker owning a route
+// partition holds: route.<route>.
+func (t Topology) RouteKey(route int) string { return "route." + strconv.Itoa(route) }
+
+// RouteConsumer is the durable consumer name of the worker that owns a
+// route partition: <prefix>-route-<route>.
+func (t Topology) RouteConsumer(route int) string {
+	return t.WithDefaults().Prefix + "-route-" + strconv.Itoa(route)
+}
+
+// RoutedSubject is the subject of a crawl's links forwarded to a route
+// partition: <prefix>.routed.<crawl>.<route>.
+func (t Topology) RoutedSubject(crawl string, route int) string {
+	return t.WithDefaults().Prefix + ".routed." + crawl + "." + strconv.Itoa(route)
+}
+
+// RoutedFilter is the subject filter of every forwarded link:
+// <prefix>.routed.>.
+func (t Topology) RoutedFilter() string { return t.WithDefaults().Prefix + ".routed.>" }
+
+// RouteFilter is the subject filter of one route partition over all
+// crawls: <prefix>.routed.*.<route>.
+func (t Topology) RouteFilter(route int) string {
+	return t.WithDefaults().Prefix + ".routed.*." + strconv.Itoa(route)
+}
+
+// Route returns the route partition of a crawl's canonical URL: FNV-1a 64
+// of crawl, a newline and the URL, modulo Routes (0 when Routes is 0). It
+// is part of the wire format: all workers must agree on it.
+func (t Topology) Route(crawl, canonicalURL string) int {
+	if t.Routes <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(crawl))
+	_, _ = h.Write([]byte{'\n'})
+	_, _ = h.Write([]byte(canonicalURL))
+	return int(h.Sum64() % uint64(t.Routes))
+}
 
 // DiscoveredSubject is the subject a crawler publishes a crawl's pages to:
 // <prefix>.discovered.<crawl>.
@@ -265,6 +320,7 @@ func keyHost(key string) string {
 const (
 	metaFormat     = "sieve_format"
 	metaPartitions = "sieve_partitions"
+	metaRoutes     = "sieve_routes"
 )
 
 // ErrTopologyMismatch is returned (wrapped) by Ensure when existing streams
@@ -322,6 +378,31 @@ func (t Topology) FrontierConfig() jetstream.StreamConfig {
 	}
 }
 
+// RoutedConfig is the routed stream's configuration: a work queue of
+// forwarded links, one subject per crawl and route partition, capped like
+// the discovered stream (DiscardNew: forwarding workers wait) but apart
+// from it, so that a full discovered stream never blocks the owners that
+// drain this one.
+func (t Topology) RoutedConfig() jetstream.StreamConfig {
+	c := t.DiscoveredConfig()
+	c.Name = t.RoutedStream()
+	c.Description = "Sieve: canonical links forwarded to the worker that owns them"
+	c.Subjects = []string{t.RoutedFilter()}
+	c.Metadata = map[string]string{metaFormat: strconv.Itoa(Version), metaRoutes: strconv.Itoa(t.Routes)}
+	return c
+}
+
+// RouteConsumerConfig is the configuration of a route partition's durable
+// pull consumer, which the partition's owner fetches from: as the shared
+// consumer's, over one partition's subjects.
+func (t Topology) RouteConsumerConfig(route int) jetstream.ConsumerConfig {
+	c := t.ConsumerConfig()
+	c.Durable = t.RouteConsumer(route)
+	c.Description = "Sieve dedup worker owning route " + strconv.Itoa(route)
+	c.FilterSubject = t.RouteFilter(route)
+	return c
+}
+
 // ConsumerConfig is the configuration of the workers' shared durable pull
 // consumer: explicit acks, redelivery after AckWait, never given up on
 // (poison messages are terminated by the worker instead).
@@ -359,10 +440,33 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	if _, err := js.CreateOrUpdateConsumer(ctx, t.DiscoveredStream(), t.ConsumerConfig()); err != nil {
 		return fmt.Errorf("frontier: ensure consumer %s: %w", t.Consumer(), err)
 	}
+	if t.Routes <= 0 {
+		return nil
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, t.RoutedConfig()); err != nil {
+		return fmt.Errorf("frontier: ensure stream %s: %w", t.RoutedStream(), err)
+	}
+	for r := 0; r < t.Routes; r++ {
+		if _, err := js.CreateOrUpdateConsumer(ctx, t.RoutedStream(), t.RouteConsumerConfig(r)); err != nil {
+			return fmt.Errorf("frontier: ensure consumer %s: %w", t.RouteConsumer(r), err)
+		}
+	}
 	return nil
 }
 
 func (t Topology) check(ctx context.Context, js jetstream.JetStream) error {
+	if t.Routes > 0 {
+		s, err := js.Stream(ctx, t.RoutedStream())
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+		case err != nil:
+			return fmt.Errorf("frontier: look up stream %s: %w", t.RoutedStream(), err)
+		default:
+			if got := s.CachedInfo().Config.Metadata[metaRoutes]; got != "" && got != strconv.Itoa(t.Routes) {
+				return fmt.Errorf("%w: %s has %s routes, configured %d", ErrTopologyMismatch, t.RoutedStream(), got, t.Routes)
+			}
+		}
+	}
 	s, err := js.Stream(ctx, t.FrontierStream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil

@@ -55,6 +55,20 @@ func TestNamesPinned(t *testing.T) {
 		// An entry with a key is partitioned by the key.
 		{zero.EntryPartition(frontier.Entry{URL: "https://example.com/", Key: "a"}), 12},
 		{custom.EntrySubject(frontier.Entry{Crawl: "x", URL: "https://example.com/", Key: "a"}), "my-crawl.frontier.x.5"},
+		// One owner per URL: the routed stream, its subjects, consumers
+		// and leases, and the route of a canonical URL.
+		{zero.RoutedStream(), "SIEVE_ROUTED"},
+		{zero.WorkersBucket(), "SIEVE_WORKERS"},
+		{zero.RoutedSubject("default", 3), "sieve.routed.default.3"},
+		{zero.RoutedFilter(), "sieve.routed.>"},
+		{zero.RouteFilter(3), "sieve.routed.*.3"},
+		{zero.RouteConsumer(3), "sieve-route-3"},
+		{zero.RouteKey(3), "route.3"},
+		{custom.RoutedStream(), "MY_CRAWL_ROUTED"},
+		{custom.RouteConsumer(0), "my-crawl-route-0"},
+		{frontier.Topology{Routes: 16}.Route("default", "https://example.com/"), 9},
+		{frontier.Topology{Routes: 16}.Route("c", "https://example.com/a"), 12},
+		{frontier.Topology{Routes: 5}.Route("default", "https://example.com/"), 4},
 	}
 	for i, tt := range tests {
 		if tt.got != tt.want {

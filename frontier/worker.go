@@ -89,6 +89,13 @@ type WorkerOptions struct {
 	// unusable (ErrFilterUnusable) wait before they are redelivered and the
 	// filter is tried again (default 1 minute).
 	ParkDelay time.Duration
+	// ID names the worker among the others in the workers' bucket when
+	// Topology.Routes > 0 (default: random, new for each Worker).
+	ID string
+	// RouteLeaseTTL is how long a route partition stays leased to a worker
+	// that stopped refreshing it (dead, or cut off); leases are refreshed
+	// every third of it (default 10 s).
+	RouteLeaseTTL time.Duration
 	// Logger receives state changes (default: discard).
 	Logger *slog.Logger
 	// Registerer receives the worker's metrics (default: none).
@@ -115,6 +122,10 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 	def(&o.StatsInterval, time.Second)
 	def(&o.PublishTimeout, 5*time.Second)
 	def(&o.ParkDelay, time.Minute)
+	def(&o.RouteLeaseTTL, DefaultRouteLeaseTTL)
+	if o.ID == "" {
+		o.ID = randomID()
+	}
 	if o.SeenCache == 0 {
 		o.SeenCache = 1_000_000
 	}
@@ -168,6 +179,9 @@ type Worker struct {
 	started    time.Time
 	inflight   atomic.Int64
 	unfinished atomic.Int64
+	cacheHits  atomic.Int64                // URLs the seen cache answered
+	decided    atomic.Int64                // URLs the Core decided (Admitted, Republished, Held or Cached)
+	leases     atomic.Pointer[routeLeases] // with Topology.Routes > 0, once Run opened them
 
 	closeCtx context.Context
 	closeFn  context.CancelFunc
@@ -252,8 +266,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		"batch", w.o.Batch, "concurrency", w.o.Concurrency)
 
 	var wg sync.WaitGroup
+	handle := w.process
+	if w.topo.Routes > 0 {
+		// Pages are forwarded, link by link, to the owners of their
+		// routes; this worker admits the routes it leases.
+		handle = w.forward
+		leases, err := w.openLeases(fetchCtx, workCtx)
+		if err != nil {
+			if fetchCtx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		wg.Go(func() { leases.run(fetchCtx) })
+	}
 	for i := 0; i < w.o.Concurrency; i++ {
-		wg.Go(func() { w.loop(fetchCtx, workCtx, cons) })
+		wg.Go(func() { w.loop(fetchCtx, workCtx, cons, w.setup, handle) })
 	}
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	var fwg sync.WaitGroup
@@ -324,8 +352,10 @@ func (w *Worker) setup(ctx context.Context) (jetstream.Consumer, error) {
 	}
 }
 
-// loop fetches and processes batches until fetchCtx ends.
-func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer) {
+// loop fetches batches from cons and hands them to handle until fetchCtx
+// ends; reopen finds the consumer again if the server lost it.
+func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer,
+	reopen func(context.Context) (jetstream.Consumer, error), handle func(context.Context, []jetstream.Msg)) {
 	b := w.newBackoff()
 	for fetchCtx.Err() == nil {
 		if !w.nc.IsConnected() {
@@ -335,14 +365,14 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 		}
 		msgs, err := w.fetch(cons)
 		if len(msgs) > 0 {
-			w.process(workCtx, msgs)
+			handle(workCtx, msgs)
 		}
 		if err != nil {
 			w.m.retries.WithLabelValues("fetch").Inc()
 			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 				// The server lost its state (memory storage, or a new
 				// server): recreate the streams and consumer.
-				if c, serr := w.setup(fetchCtx); serr == nil {
+				if c, serr := reopen(fetchCtx); serr == nil {
 					cons = c
 				}
 			}
@@ -408,20 +438,33 @@ func (b *batch) Park(crawl string, delay time.Duration) int {
 	return n
 }
 
-// process takes a fetched batch through the protocol and acknowledges it,
-// unless ctx ends first.
-func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
+// process takes a fetched batch of discovered messages through the
+// protocol and acknowledges it, unless ctx ends first.
+func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) { w.admit(ctx, msgs, false) }
+
+// processRouted does what process does for a batch of a route partition:
+// messages of canonical links that a worker forwarded (and counted).
+func (w *Worker) processRouted(ctx context.Context, msgs []jetstream.Msg) { w.admit(ctx, msgs, true) }
+
+func (w *Worker) admit(ctx context.Context, msgs []jetstream.Msg, routed bool) {
 	start := time.Now()
 	w.inflight.Add(1)
 	w.m.inflight.Inc()
 	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
 
-	b := w.prepare(msgs, start)
+	b := w.prepare(msgs, start, routed)
 	verdicts, err := w.core.Admit(ctx, b.urls, b)
 	w.count(b, verdicts)
-	if err != nil {
+	w.finish(b, start, err == nil)
+}
+
+// finish acknowledges a batch that was done and records its counts, or,
+// when it was not, records only its poison (terminated: not redelivered)
+// and leaves its messages to be redelivered.
+func (w *Worker) finish(b *batch, start time.Time, done bool) {
+	if !done {
 		w.unfinished.Add(1)
-		w.record(b.poison) // terminated: not redelivered
+		w.record(b.poison)
 		return
 	}
 	for _, m := range b.msgs {
@@ -436,59 +479,91 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	w.record(d)
 }
 
-// prepare decodes and canonicalizes a batch. Poison messages are
-// terminated at once.
-func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time) *batch {
-	b := &batch{touched: now, deltas: map[string]*stats.Delta{}, ackWait: w.topo.AckWait}
-	index := make(map[string]int, len(msgs)*16)
-	for _, m := range msgs {
-		d, err := DecodeDiscovered(m.Data(), w.topo.Limits)
+// newBatch starts a batch fetched at now.
+func (w *Worker) newBatch(now time.Time) *batch {
+	return &batch{touched: now, deltas: map[string]*stats.Delta{}, ackWait: w.topo.AckWait}
+}
+
+// decode decodes a fetched message. A poison message is terminated at once
+// and counted in b, and decode returns false.
+func (w *Worker) decode(b *batch, m jetstream.Msg) (Discovered, bool) {
+	d, err := DecodeDiscovered(m.Data(), w.topo.Limits)
+	if err != nil {
+		var pe *PoisonError
+		reason := PoisonMalformed
+		if errors.As(err, &pe) {
+			reason = pe.Reason
+		}
+		b.poison.AddPoison(reason)
+		w.log.Warn("poison message rejected", "reason", reason, "error", err, "subject", m.Subject())
+		_ = m.TermWithReason("sieve: " + reason)
+		return d, false
+	}
+	b.msgs, b.crawlOf = append(b.msgs, m), append(b.crawlOf, d.Crawl)
+	return d, true
+}
+
+// canonicalize resolves and canonicalizes d's links, counting the page,
+// each link and each rejection in dl, and calls add with the index and
+// canonical URL of every link it accepts.
+func (w *Worker) canonicalize(d Discovered, dl *stats.Delta, add func(li int, u string)) {
+	dl.Pages++
+	base := d.URL
+	if d.Base != "" && d.URL != "" {
+		if u, err := w.canon.Resolve(d.URL, d.Base); err == nil {
+			base = u // an unusable <base href> is ignored, as browsers do
+		}
+	}
+	for li, link := range d.Links {
+		dl.Links++
+		dl.CountCrawl(d.Crawl, stats.CrawlCounts{Links: 1})
+		var u string
+		var err error
+		if d.Kind == KindSeed || base == "" {
+			u, err = w.canon.URL(link)
+		} else {
+			u, err = w.canon.Resolve(base, link)
+		}
 		if err != nil {
-			var pe *PoisonError
-			reason := PoisonMalformed
-			if errors.As(err, &pe) {
-				reason = pe.Reason
-			}
-			b.poison.AddPoison(reason)
-			w.log.Warn("poison message rejected", "reason", reason, "error", err, "subject", m.Subject())
-			_ = m.TermWithReason("sieve: " + reason)
+			dl.Reject(rejectReason(err))
+			dl.CountCrawl(d.Crawl, stats.CrawlCounts{Rejected: 1})
 			continue
 		}
-		b.msgs, b.crawlOf = append(b.msgs, m), append(b.crawlOf, d.Crawl)
-		dl := b.delta(d.Crawl)
-		dl.Pages++
-		base := d.URL
-		if d.Base != "" && d.URL != "" {
-			if u, err := w.canon.Resolve(d.URL, d.Base); err == nil {
-				base = u // an unusable <base href> is ignored, as browsers do
-			}
+		add(li, u)
+	}
+}
+
+// prepare decodes and canonicalizes a batch. Poison messages are
+// terminated at once. The links of routed messages are canonical already,
+// and their page and links were counted by the worker that forwarded them.
+func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time, routed bool) *batch {
+	b := w.newBatch(now)
+	index := make(map[string]int, len(msgs)*16)
+	for _, m := range msgs {
+		d, ok := w.decode(b, m)
+		if !ok {
+			continue
 		}
 		depth := d.LinkDepth()
-		for li, link := range d.Links {
-			dl.Links++
-			dl.CountCrawl(d.Crawl, stats.CrawlCounts{Links: 1})
-			var u string
-			if d.Kind == KindSeed || base == "" {
-				u, err = w.canon.URL(link)
-			} else {
-				u, err = w.canon.Resolve(base, link)
-			}
-			if err != nil {
-				dl.Reject(rejectReason(err))
-				dl.CountCrawl(d.Crawl, stats.CrawlCounts{Rejected: 1})
-				continue
-			}
+		add := func(li int, u string) {
 			key := d.Crawl + "\n" + u // a URL is unique within its crawl
 			if i, ok := index[key]; ok {
 				b.duplicate(i)
 				if depth < b.urls[i].Depth {
 					b.urls[i].Depth = depth
 				}
-				continue
+				return
 			}
 			index[key] = len(b.urls)
 			e := d.EntryFor(li, u)
 			b.urls = append(b.urls, admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL, Kind: string(e.Kind), Key: e.Key, Meta: e.Meta})
+		}
+		if !routed {
+			w.canonicalize(d, b.delta(d.Crawl), add)
+			continue
+		}
+		for li, u := range d.Links {
+			add(li, u)
 		}
 	}
 	return b
@@ -508,8 +583,12 @@ func rejectReason(err error) string {
 func (w *Worker) count(b *batch, verdicts []admit.Verdict) {
 	for i, v := range verdicts {
 		u := b.urls[i]
+		if v != admit.Undecided {
+			w.decided.Add(1)
+		}
 		switch v {
 		case admit.Cached:
+			w.cacheHits.Add(1)
 			w.m.cacheHits.Inc()
 			b.duplicate(i)
 		case admit.Held:
@@ -541,11 +620,14 @@ func (w *Worker) ForgetCrawl(crawl string) { w.core.Forget(crawl) }
 type Expiring = admit.Expiring
 
 // duplicate counts URL i as a duplicate of a URL already enqueued.
-func (b *batch) duplicate(i int) {
-	d := b.delta(b.urls[i].Crawl)
+func (b *batch) duplicate(i int) { b.duplicateOf(b.urls[i].Crawl, b.urls[i].URL) }
+
+// duplicateOf counts a crawl's canonical URL as a duplicate.
+func (b *batch) duplicateOf(crawl, u string) {
+	d := b.delta(crawl)
 	d.Duplicates++
-	d.CountCrawl(b.urls[i].Crawl, stats.CrawlCounts{Duplicates: 1})
-	d.DuplicateHost(hostOf(b.urls[i].URL))
+	d.CountCrawl(crawl, stats.CrawlCounts{Duplicates: 1})
+	d.DuplicateHost(hostOf(u))
 }
 
 // Touch tells JetStream the batch is still in progress when its messages
@@ -615,6 +697,13 @@ type Status struct {
 	Totals stats.Delta `json:"totals"`
 	// Parked lists the crawls whose filter cannot be opened, by id.
 	Parked map[string]ParkedCrawl `json:"parked,omitempty"`
+	// Routes lists the route partitions the worker owns (Topology.Routes
+	// > 0), sorted.
+	Routes []int `json:"routes,omitempty"`
+	// CacheHits of Decided URLs (distinct within their batch) were
+	// answered by the seen cache, without a filter call.
+	CacheHits int64 `json:"cache_hits"`
+	Decided   int64 `json:"decided"`
 }
 
 // Status returns the worker's current state.
@@ -623,7 +712,14 @@ func (w *Worker) Status() Status {
 	totals := w.total.Clone()
 	w.mu.Unlock()
 	totals.Hosts, totals.DuplicateHosts = nil, nil
+	var routes []int
+	if l := w.leases.Load(); l != nil {
+		routes = l.owned()
+	}
 	return Status{
+		Routes:          routes,
+		CacheHits:       w.cacheHits.Load(),
+		Decided:         w.decided.Load(),
 		Ready:           len(w.health.notReady()) == 0,
 		Dependencies:    w.health.states(),
 		InflightBatches: w.inflight.Load(),
