@@ -1,6 +1,8 @@
 // Package redistest starts real redis-server processes for tests: a single
 // server on a free loopback port in a temporary directory, or a Redis Cluster
-// of several masters. It never mocks Redis.
+// of several masters, each with its replicas if asked, whose nodes a test can
+// pause, kill and start again (a master's death and its replica's
+// promotion). It never mocks Redis.
 //
 // When redis-server (or redis-cli, for a cluster) is not installed, a test is
 // skipped with a message naming the missing binary, unless the environment
@@ -239,13 +241,24 @@ func (s *Server) StartAgain() {
 	s.tb.Fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
 }
 
-// Cluster is a Redis Cluster of masters (no replicas) on loopback, owned by a
-// test.
+// Cluster is a Redis Cluster on loopback, owned by a test: masters, each
+// with its replicas.
 type Cluster struct {
-	// Addrs are the masters' host:port addresses.
+	// Addrs are the nodes' host:port addresses, masters first as created.
 	Addrs   []string
 	Servers []*Server
 	tb      testing.TB
+}
+
+// ClusterOptions shapes a Cluster.
+type ClusterOptions struct {
+	// Masters is the number of masters (at least 3).
+	Masters int
+	// Replicas is the number of replicas of each master (0: none).
+	Replicas int
+	// NodeTimeout is cluster-node-timeout: how long a master may be
+	// unreachable before its replica takes over (default 5 s).
+	NodeTimeout time.Duration
 }
 
 // StartCluster starts masters redis-server processes with cluster mode on,
@@ -253,28 +266,42 @@ type Cluster struct {
 // until every node reports cluster_state:ok.
 func StartCluster(tb testing.TB, masters int) *Cluster {
 	tb.Helper()
-	if masters < 3 {
-		tb.Fatalf("redistest: a cluster needs at least 3 masters, got %d", masters)
+	return StartClusterWith(tb, ClusterOptions{Masters: masters})
+}
+
+// StartClusterWith starts a cluster of o.Masters masters with o.Replicas
+// replicas each (redis-cli --cluster create --cluster-replicas) and waits
+// until every node reports cluster_state:ok and every replica is in sync.
+func StartClusterWith(tb testing.TB, o ClusterOptions) *Cluster {
+	tb.Helper()
+	if o.Masters < 3 {
+		tb.Fatalf("redistest: a cluster needs at least 3 masters, got %d", o.Masters)
+	}
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = 5 * time.Second
 	}
 	bin := Binary(tb, "redis-server")
 	cli := Binary(tb, "redis-cli")
 	c := &Cluster{tb: tb}
-	for i := 0; i < masters; i++ {
-		s := startClusterNode(tb, bin)
+	for i := 0; i < o.Masters*(1+o.Replicas); i++ {
+		s := startClusterNode(tb, bin, o.NodeTimeout)
 		c.Servers = append(c.Servers, s)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(o.Replicas), "--cluster-yes")
 	out, err := exec.Command(cli, args...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	c.waitOK()
+	c.WaitOK()
+	if o.Replicas > 0 {
+		c.waitReplicasSynced(o.Masters * o.Replicas)
+	}
 	return c
 }
 
-func startClusterNode(tb testing.TB, bin string) *Server {
+func startClusterNode(tb testing.TB, bin string, nodeTimeout time.Duration) *Server {
 	tb.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -287,7 +314,7 @@ func startClusterNode(tb testing.TB, bin string) *Server {
 		s.args = append(serverArgs(port, dir, Options{}),
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "5000")
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
 		if lastErr = s.start(bin); lastErr == nil {
 			tb.Cleanup(s.Stop)
 			return s
@@ -297,10 +324,99 @@ func startClusterNode(tb testing.TB, bin string) *Server {
 	return nil
 }
 
+// Node is one node of a Cluster as CLUSTER NODES describes it.
+type Node struct {
+	ID, Addr string
+	Master   bool
+	// MasterID is a replica's master's ID.
+	MasterID string
+	// Failed is true while the cluster considers the node down.
+	Failed bool
+}
+
+// Nodes returns the cluster's nodes as the running node at Servers[i]
+// (the first running one) sees them.
+func (c *Cluster) Nodes() []Node {
+	c.tb.Helper()
+	for _, s := range c.Servers {
+		if s.cmd == nil {
+			continue
+		}
+		cl := redis.NewClient(&redis.Options{Addr: s.Addr})
+		text, err := cl.ClusterNodes(context.Background()).Result()
+		cl.Close()
+		if err != nil {
+			continue
+		}
+		var out []Node
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				continue
+			}
+			addr, _, _ := strings.Cut(f[1], "@")
+			flags := "," + f[2] + ","
+			out = append(out, Node{ID: f[0], Addr: addr, Master: strings.Contains(flags, ",master,"),
+				MasterID: strings.TrimPrefix(f[3], "-"), Failed: strings.Contains(flags, ",fail,") || strings.Contains(flags, ",fail?,")})
+		}
+		return out
+	}
+	c.tb.Fatal("redistest: no cluster node answers CLUSTER NODES")
+	return nil
+}
+
+// Server returns the Server at addr.
+func (c *Cluster) Server(addr string) *Server {
+	c.tb.Helper()
+	for _, s := range c.Servers {
+		if s.Addr == addr {
+			return s
+		}
+	}
+	c.tb.Fatalf("redistest: no cluster node at %s", addr)
+	return nil
+}
+
+// waitReplicasSynced waits until n replicas report their link to their
+// master up (master_link_status:up).
+func (c *Cluster) waitReplicasSynced(n int) {
+	c.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		up := 0
+		for _, s := range c.Servers {
+			cl := redis.NewClient(&redis.Options{Addr: s.Addr})
+			info, err := cl.Info(context.Background(), "replication").Result()
+			cl.Close()
+			if err == nil && strings.Contains(info, "master_link_status:up") {
+				up++
+			}
+		}
+		if up >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.tb.Fatalf("redistest: %d of %d replicas in sync after 30 s", up, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitOK waits until every running node reports cluster_state:ok (after a
+// failover: the replica promoted and known to all).
+func (c *Cluster) WaitOK() {
+	c.tb.Helper()
+	c.waitOK()
+}
+
 func (c *Cluster) waitOK() {
 	c.tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for _, addr := range c.Addrs {
+	for _, s := range c.Servers {
+		if s.cmd == nil {
+			continue
+		}
+		addr := s.Addr
 		cl := redis.NewClient(&redis.Options{Addr: addr})
 		for {
 			info, err := cl.ClusterInfo(context.Background()).Result()
