@@ -119,6 +119,15 @@ const (
 	OpMark     = "mark"     // Filter.TestAndAdd
 )
 
+// Replicas makes marks durable beyond the filter's primary: a filter on a
+// Redis with replicas acknowledges a mark before any replica has it, and
+// a failover to a replica then forgets it. Wait returns nil once every
+// mark acknowledged before the call is on enough replicas (Redis: WAIT);
+// an error says that some may not be, and the Core marks again.
+type Replicas interface {
+	Wait(ctx context.Context) error
+}
+
 // Observer hears how a Core's dependencies fare: the adapter turns it into
 // health and metrics. Its methods are called from the goroutines that call
 // Admit, concurrently.
@@ -153,6 +162,11 @@ type Options struct {
 	Filter  Filter
 	// Publisher puts admitted URLs on the frontier (required).
 	Publisher Publisher
+	// Replicas, when set, is waited on after every mark, before the
+	// batch's URLs count as marked (and its messages are acknowledged): a
+	// failed wait is a failed mark, retried with TestAndAdd, which writes
+	// the keys again wherever the filter now lives (default: none).
+	Replicas Replicas
 	// Observer hears about failures and recoveries (default: none).
 	Observer Observer
 	// Clock tells the time (default: the real one).
@@ -415,7 +429,16 @@ func (b *batch) admitOwn(ctx context.Context, f Filter, own []int) error {
 		return err
 	}
 	keys := b.keys(published)
-	if _, err := b.retry(ctx, OpMark, func(ctx context.Context) ([]bool, error) { return f.TestAndAdd(ctx, keys) }); err != nil {
+	mark := func(ctx context.Context) ([]bool, error) {
+		added, err := f.TestAndAdd(ctx, keys)
+		if err == nil && b.o.Replicas != nil {
+			if err = b.o.Replicas.Wait(ctx); err != nil {
+				return nil, fmt.Errorf("admit: marks not on replicas: %w", err)
+			}
+		}
+		return added, err
+	}
+	if _, err := b.retry(ctx, OpMark, mark); err != nil {
 		return err
 	}
 	b.cacheFor(f).add(b.urls, published)

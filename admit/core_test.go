@@ -674,3 +674,47 @@ func TestAdmitNewIncarnation(t *testing.T) {
 		})
 	}
 }
+
+// failover is a Replicas whose first wait finds that a failover lost the
+// marks not yet on a replica: it takes them out of the filter and fails.
+type failover struct {
+	filter *admittest.Filter
+	lost   []string
+	waits  int
+}
+
+func (f *failover) Wait(ctx context.Context) error {
+	f.waits++
+	if f.waits == 1 {
+		f.filter.Remove(f.lost...)
+		return errors.New("failover: 0 of 1 replicas acknowledged")
+	}
+	return nil
+}
+
+// TestAdmitMarksAgainWhenReplicasMissedTheMarks pins Options.Replicas: a
+// mark whose wait for replicas fails is a failed mark, done again, so that
+// a failover that lost it does not leave a published URL out of the
+// filter (to be admitted a second time), and the batch is done only then.
+func TestAdmitMarksAgainWhenReplicasMissedTheMarks(t *testing.T) {
+	fo := &failover{lost: []string{"new"}}
+	fx := newFixture(t, nil, false, admit.Options{Replicas: fo})
+	f := fx.filters.Filter("c")
+	fo.filter = f
+	v, err := fx.core.Admit(context.Background(), urls("c new"), admittest.NewMessages(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != admit.Admitted {
+		t.Errorf("verdict %v, want Admitted", v[0])
+	}
+	if !f.Has("new") {
+		t.Error("the filter lost the URL in the failover and it was not marked again")
+	}
+	if n := f.Calls(admit.OpMark); n != 2 || fo.waits != 2 {
+		t.Errorf("marked %d times and waited %d, want 2 and 2 (again after the failed wait)", n, fo.waits)
+	}
+	if n := fx.pub.Tries("c", "new"); n != 1 {
+		t.Errorf("published %d times, want 1 (only the mark is done again)", n)
+	}
+}

@@ -36,13 +36,15 @@ type Config struct {
 
 // Redis locates the Redis that holds the shared filter and statistics.
 type Redis struct {
-	URL         string        `yaml:"url" help:"Redis holding the shared filter and stats: redis://[user:password@]host:port[/db], rediss://... for TLS, or a comma-separated list of host:port (or redis:// URLs) for a Redis Cluster. Empty: in-memory filter and stats, valid for a single worker only"`
-	Cluster     bool          `yaml:"cluster" help:"treat a single address as a Redis Cluster seed node"`
-	Password    string        `yaml:"password" help:"password, overriding the one in the URL (useful with a cluster address list)"`
-	TLSCA       string        `yaml:"tls_ca" help:"PEM file of CA certificates to verify the server with (rediss://)"`
-	TLSInsecure bool          `yaml:"tls_insecure" help:"skip verifying the server certificate (testing only)"`
-	PoolSize    int           `yaml:"pool_size" help:"connections per node; 0 means go-redis's default (10 per CPU)"`
-	Timeout     time.Duration `yaml:"timeout" help:"read/write timeout of one command (a filter batch is one command)"`
+	URL          string        `yaml:"url" help:"Redis holding the shared filter and stats: redis://[user:password@]host:port[/db], rediss://... for TLS, or a comma-separated list of host:port (or redis:// URLs) for a Redis Cluster. Empty: in-memory filter and stats, valid for a single worker only"`
+	Cluster      bool          `yaml:"cluster" help:"treat a single address as a Redis Cluster seed node"`
+	Password     string        `yaml:"password" help:"password, overriding the one in the URL (useful with a cluster address list)"`
+	TLSCA        string        `yaml:"tls_ca" help:"PEM file of CA certificates to verify the server with (rediss://)"`
+	TLSInsecure  bool          `yaml:"tls_insecure" help:"skip verifying the server certificate (testing only)"`
+	PoolSize     int           `yaml:"pool_size" help:"connections per node; 0 means go-redis's default (10 per CPU)"`
+	Timeout      time.Duration `yaml:"timeout" help:"read/write timeout of one command (a filter batch is one command)"`
+	WaitReplicas int           `yaml:"wait_replicas" help:"replicas (of each master) that must hold a batch's marks before the dedup worker acknowledges its pages (Redis WAIT after marking), so that a failover to a replica forgets no mark; the worker holds its batches while fewer replicas answer. 0: off (a failover loses the marks the master had not yet replicated: those URLs are admitted again after the duplicate window). Turns off the Bloom filter's local mirror"`
+	WaitTimeout  time.Duration `yaml:"wait_timeout" help:"how long one WAIT for redis.wait_replicas may block before the marks are written again; shorter than redis.timeout"`
 }
 
 // NATS locates the NATS server (with JetStream) that carries the pipeline.
@@ -74,6 +76,9 @@ type Filter struct {
 	// pipeline.OpenFilter adopts an existing filter's stored value of every parameter
 	// (kind, capacity, fpp, growth, tightening, shards) not given.
 	Given []string `yaml:"-"`
+	// NoMirror turns off a Redis Bloom filter's local mirror (dedup.Spec):
+	// set by the dedup worker when redis.wait_replicas is on.
+	NoMirror bool `yaml:"-"`
 	// Log receives pipeline.OpenFilter's notes: settings given that only apply when a
 	// filter is created, and filter.force in use. nil: slog.Default().
 	Log *slog.Logger `yaml:"-"`
@@ -134,7 +139,7 @@ type Log struct {
 // Default returns the documented defaults.
 func Default() Config {
 	return Config{
-		Redis: Redis{Timeout: 10 * time.Second},
+		Redis: Redis{Timeout: 10 * time.Second, WaitTimeout: time.Second},
 		NATS: NATS{
 			URL:           "nats://127.0.0.1:4222",
 			ReconnectWait: time.Second,
@@ -241,6 +246,12 @@ func (r Redis) validate() *FieldError {
 	}
 	if r.Timeout <= 0 {
 		return invalid("redis.timeout", "must be positive, got %v", r.Timeout)
+	}
+	if r.WaitReplicas < 0 {
+		return invalid("redis.wait_replicas", "must be ≥ 0, got %d", r.WaitReplicas)
+	}
+	if r.WaitReplicas > 0 && (r.WaitTimeout <= 0 || r.WaitTimeout >= r.Timeout) {
+		return invalid("redis.wait_timeout", "must be positive and shorter than redis.timeout (%v), got %v", r.Timeout, r.WaitTimeout)
 	}
 	return nil
 }

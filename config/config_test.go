@@ -161,6 +161,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"frontier.max_msgs", func(c *config.Config) { c.Frontier.FrontierMaxMsgs = 0 }},
 		{"frontier.replicas", func(c *config.Config) { c.Frontier.Replicas = 2 }},
 		{"frontier.routes", func(c *config.Config) { c.Frontier.Routes = -1 }},
+		{"redis.wait_replicas", func(c *config.Config) { c.Redis.URL, c.Redis.WaitReplicas = "redis://r:6379", -1 }},
+		{"redis.wait_timeout", func(c *config.Config) {
+			c.Redis.URL, c.Redis.WaitReplicas, c.Redis.WaitTimeout = "redis://r:6379", 1, c.Redis.Timeout
+		}},
 		{"frontier.routes", func(c *config.Config) { c.Frontier.Routes = 1025 }},
 		{"frontier.storage", func(c *config.Config) { c.Frontier.Storage = "tape" }},
 		{"worker.batch", func(c *config.Config) { c.Worker.Batch = 0 }},

@@ -17,7 +17,7 @@ func (f Filter) Spec(rdb redis.UniversalClient, policy string) dedup.Spec {
 	return dedup.Spec{
 		Kind: f.Kind, Redis: rdb, Name: f.Name, Snapshot: f.Snapshot,
 		Growth: dedup.Growth{InitialCapacity: f.Capacity, TargetFPP: f.FPP, Factor: f.Growth, Tightening: f.Tightening},
-		Shards: f.Shards, Policy: policy, Force: f.Force,
+		Shards: f.Shards, Policy: policy, Force: f.Force, NoMirror: f.NoMirror,
 	}
 }
 

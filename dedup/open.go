@@ -60,6 +60,12 @@ type Spec struct {
 	// Existing opens only a filter that exists, and writes nothing; a
 	// missing one is an error matching ErrNotFound.
 	Existing bool
+	// NoMirror turns off a Redis Bloom filter's local mirror of its bits
+	// (RedisBloomOptions.MirrorBytes < 0). A mirror trusts that a bit
+	// Redis set stays set; a failover to a replica that missed the write
+	// breaks that, and a filter whose marks are waited on (ReplicaWait)
+	// must then write them again rather than trust its mirror.
+	NoMirror bool
 	// Window, when not nil, makes the filter a revisit window of filters
 	// of Kind (a *Window). With Existing its zero fields adopt the stored
 	// window's.
@@ -106,6 +112,9 @@ func (s Spec) openRedis(ctx context.Context) (Filter, error) {
 	bloom := RedisBloomOptions{
 		InitialCapacity: s.Growth.InitialCapacity, TargetFPP: s.Growth.TargetFPP, Factor: s.Growth.Factor, Tightening: s.Growth.Tightening,
 		Shards: s.Shards, Policy: s.Policy, Force: s.Force, Existing: s.Existing,
+	}
+	if s.NoMirror {
+		bloom.MirrorBytes = -1
 	}
 	cuckoo := RedisCuckooOptions{
 		CuckooOptions: CuckooOptions{Growth: s.Growth, Policy: s.Policy, Force: s.Force}, Shards: s.Shards, Existing: s.Existing,

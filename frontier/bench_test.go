@@ -174,8 +174,9 @@ type pipelineResult struct {
 }
 
 // pipelineRate publishes the stream, then runs workers (with routes route
-// partitions, 0: none) until every message is acknowledged.
-func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefix string, stream []frontier.Discovered, workers, cache, routes int) pipelineResult {
+// partitions, 0: none; tune, when not nil, changes their options) until
+// every message is acknowledged.
+func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefix string, stream []frontier.Discovered, workers, cache, routes int, tune func(*frontier.WorkerOptions)) pipelineResult {
 	tb.Helper()
 	topo := frontier.Topology{Prefix: prefix, Storage: jetstream.FileStorage, MaxAckPending: 100_000, Routes: routes}
 	p := &pipeline{srv: nsrv, nc: nsrv.Conn(), topo: topo.WithDefaults()}
@@ -208,7 +209,11 @@ func pipelineRate(tb testing.TB, nsrv *natstest.Server, f frontier.Filter, prefi
 	}
 	var ws []*frontier.Worker
 	for i := 0; i < workers; i++ {
-		w, err := frontier.NewWorker(nsrv.Conn(), f, n, stats.NewMemory(), frontier.WorkerOptions{Topology: topo, SeenCache: cache})
+		o := frontier.WorkerOptions{Topology: topo, SeenCache: cache}
+		if tune != nil {
+			tune(&o)
+		}
+		w, err := frontier.NewWorker(nsrv.Conn(), f, n, stats.NewMemory(), o)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -265,7 +270,7 @@ func TestPipelineThroughput(t *testing.T) {
 	}
 	var runs []run
 	pipe := func(name string, f frontier.Filter, prefix string, workers, cache, routes int) {
-		r := pipelineRate(t, nsrv, f, prefix, stream, workers, cache, routes)
+		r := pipelineRate(t, nsrv, f, prefix, stream, workers, cache, routes, nil)
 		if r.admitted != uint64(unique) {
 			t.Errorf("%s: admitted %d URLs, the stream has %d unique", name, r.admitted, unique)
 		}

@@ -89,6 +89,10 @@ type WorkerOptions struct {
 	// unusable (ErrFilterUnusable) wait before they are redelivered and the
 	// filter is tried again (default 1 minute).
 	ParkDelay time.Duration
+	// Replicas, when set, is waited on after every mark, before a batch's
+	// messages are acknowledged (admit.Options.Replicas): with
+	// dedup.ReplicaWait, a Redis failover then loses no mark.
+	Replicas admit.Replicas
 	// ID names the worker among the others in the workers' bucket when
 	// Topology.Routes > 0 (default: random, new for each Worker).
 	ID string
@@ -221,7 +225,7 @@ func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, 
 	})
 	w.core, err = admit.New(admit.Options{
 		Filters: o.Filters, Filter: filter, Publisher: NewPublisher(js, o.Topology),
-		Observer: observer{w}, SeenCache: o.SeenCache,
+		Observer: observer{w}, SeenCache: o.SeenCache, Replicas: o.Replicas,
 		Recheck: o.Topology.DuplicateWindow / 2, KeepAlive: o.Topology.AckWait / 4,
 		BackoffMin: o.BackoffMin, BackoffMax: o.BackoffMax, ParkDelay: o.ParkDelay, Logger: o.Logger,
 	})

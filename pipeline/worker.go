@@ -142,7 +142,11 @@ func (w *Worker) Open(ctx context.Context) error {
 	} else {
 		w.rec = stats.NewMemory()
 	}
-	w.filters = newCrawlFilters(w.Config.Filter, w.rdb, canon.Version(), w.IdleFilter, log, w.registry)
+	fcfg := w.Config.Filter
+	// Marks waited on must be written again after a failover, not
+	// answered from a mirror that remembers them.
+	fcfg.NoMirror = fcfg.NoMirror || w.Config.Redis.WaitReplicas > 0
+	w.filters = newCrawlFilters(fcfg, w.rdb, canon.Version(), w.IdleFilter, log, w.registry)
 	if w.rdb == nil {
 		for _, id := range w.Crawls {
 			if err := w.preopen(ctx, id); err != nil {
@@ -213,6 +217,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	opts := w.Config.WorkerOptions()
+	if n := w.Config.Redis.WaitReplicas; n > 0 && w.rdb != nil {
+		opts.Replicas = dedup.NewReplicaWait(w.rdb, n, w.Config.Redis.WaitTimeout)
+	}
 	opts.Logger = w.log()
 	opts.Registerer = w.Registerer
 	opts.Filters = w.filters

@@ -138,6 +138,16 @@ func (f *Filter) Add(keys ...string) {
 	}
 }
 
+// Remove takes keys out of the filter, as a failover to a replica that
+// never received their marks would.
+func (f *Filter) Remove(keys ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range keys {
+		delete(f.keys, k)
+	}
+}
+
 // Has reports whether the filter holds key.
 func (f *Filter) Has(key string) bool {
 	f.mu.Lock()
