@@ -4,7 +4,11 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier replicas soak
+#
+# soak is not a benchmark and not in the default list: it runs 300,000 URLs
+# through a 3-node NATS cluster and a Redis Cluster while killing a NATS
+# node, a Redis master and a worker, and prints what each cost.
 set -euo pipefail
 cd "$(dirname "$0")"
 export CI=true # a missing redis-server fails instead of skipping
@@ -25,16 +29,20 @@ crawl()     { run "Crawl of a generated 5,000-page trap site: Sieve (NATS + dedu
                 go test ./crawl -count=1 -run '^$' -bench 'CrawlVsColly' -benchtime 1x -v -timeout 60m; }
 archive()   { run "Crawl of the 5,000-page test site with and without a WARC archive, alternating, medians of 3: time ratio (goal ≤ 1.1) and peak heap" \
                 go test ./crawl -count=1 -run '^$' -bench 'ArchiveCost' -benchtime 1x -v -timeout 60m; }
+replicas()  { run "redis.wait_replicas: the pipeline on a Redis Cluster (3 masters + 1 replica each) without and with the wait, median of 3" \
+                go test ./frontier -count=1 -run '^TestWaitReplicasCost$' -sieve.waitbench -v -timeout 60m; }
+soak()      { run "Soak: 300,000 URLs, 3 workers, 2 crawlers, NATS cluster R3 + Redis Cluster 3+3, a NATS node, a Redis master and a worker killed in turn" \
+                go test ./frontier -count=1 -run '^TestSoak$' -sieve.soak -v -timeout 90m; }
 polite()    { run "Polite crawl of 100 and 1,000 hosts + one with a 10,000-URL backlog, defaults: fetches/s vs the hosts' limits and a ticker baseline" \
                 go test ./crawl -count=1 -run '^TestPoliteThroughput$' -sieve.politebench -v -timeout 60m; }
 urlfrontier() { run "URLFrontier: PutDiscovered ingest vs the NATS-native discovered path; GetURLs hand-out (1,000 queues) vs a JetStream pull; medians of 3" \
                 go test ./urlfrontier -count=1 -run '^TestURLFrontierThroughput$' -sieve.urlfrontierbench -v -timeout 60m; }
 
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline crawl archive polite urlfrontier)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|crawl|archive|polite|urlfrontier) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier)" >&2; exit 2 ;;
 	esac
 done
