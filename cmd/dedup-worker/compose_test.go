@@ -1,0 +1,119 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sievecrawl/sieve/config"
+)
+
+// clusterCompose is the part of compose.yaml's cluster profile the test
+// checks.
+type clusterCompose struct {
+	Services map[string]struct {
+		Profiles    []string          `yaml:"profiles"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   map[string]struct {
+			Condition string `yaml:"condition"`
+		} `yaml:"depends_on"`
+	} `yaml:"services"`
+}
+
+// TestComposeClusterProfile checks compose.yaml's cluster profile without
+// Docker (docker compose config checks its syntax): 3 NATS nodes routed to
+// one another, 6 Redis Cluster nodes joined as 3 masters with a replica
+// each, and workers whose environment loads and validates with replicas 3,
+// routes and wait_replicas on, over every node.
+func TestComposeClusterProfile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c clusterCompose
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	nats := []string{"nats-1", "nats-2", "nats-3"}
+	redisNodes := []string{"redis-1", "redis-2", "redis-3", "redis-4", "redis-5", "redis-6"}
+	for _, name := range slices.Concat(nats, redisNodes, []string{"redis-cluster-init", "cluster-dedup-worker", "cluster-crawler"}) {
+		s, ok := c.Services[name]
+		if !ok {
+			t.Fatalf("compose.yaml has no service %q", name)
+		}
+		if !slices.Contains(s.Profiles, "cluster") {
+			t.Errorf("service %s is not in the cluster profile: %q", name, s.Profiles)
+		}
+	}
+	volumes := map[string]string{}
+	for _, name := range nats {
+		cmd := strings.Join(c.Services[name].Command, " ")
+		for _, want := range []string{"--jetstream", "--name " + name, "--cluster_name sieve", "--routes nats://nats-1:6222,nats://nats-2:6222,nats://nats-3:6222"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("%s command %q lacks %q", name, cmd, want)
+			}
+		}
+	}
+	for _, name := range slices.Concat(nats, redisNodes) {
+		v := c.Services[name].Volumes
+		if len(v) != 1 {
+			t.Errorf("%s volumes %q: want its own", name, v)
+			continue
+		}
+		if other, ok := volumes[v[0]]; ok {
+			t.Errorf("%s and %s share volume %s", name, other, v[0])
+		}
+		volumes[v[0]] = name
+	}
+	for _, name := range redisNodes {
+		if cmd := strings.Join(c.Services[name].Command, " "); !strings.Contains(cmd, "--cluster-enabled yes") || !strings.Contains(cmd, "--appendonly yes") {
+			t.Errorf("%s command %q: want cluster mode and the AOF", name, cmd)
+		}
+	}
+	if cmd := strings.Join(c.Services["redis-cluster-init"].Command, " "); !strings.Contains(cmd, "--cluster-replicas 1") {
+		t.Errorf("redis-cluster-init command %q: want a replica per master", cmd)
+	}
+
+	w := c.Services["cluster-dedup-worker"]
+	cfg := config.Default()
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	l := config.NewLoader(fs, &cfg)
+	if err := l.Load(func(k string) (string, bool) { v, ok := w.Environment[k]; return v, ok }); err != nil {
+		t.Fatalf("cluster-dedup-worker environment: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("cluster-dedup-worker environment: %v", err)
+	}
+	if cfg.Frontier.Replicas != 3 || cfg.Frontier.Routes == 0 || cfg.Redis.WaitReplicas != 1 || !cfg.Redis.IsCluster() {
+		t.Errorf("cluster-dedup-worker: replicas %d, routes %d, wait_replicas %d, Redis Cluster %v; want 3, > 0, 1, true",
+			cfg.Frontier.Replicas, cfg.Frontier.Routes, cfg.Redis.WaitReplicas, cfg.Redis.IsCluster())
+	}
+	for _, n := range nats {
+		if !strings.Contains(cfg.NATS.URL, "nats://"+n+":4222") {
+			t.Errorf("cluster-dedup-worker nats.url %q lacks %s", cfg.NATS.URL, n)
+		}
+	}
+	for _, n := range redisNodes {
+		if !strings.Contains(cfg.Redis.URL, n+":6379") {
+			t.Errorf("cluster-dedup-worker redis.url %q lacks %s", cfg.Redis.URL, n)
+		}
+	}
+	cr := c.Services["cluster-crawler"]
+	for _, k := range []string{"SIEVE_NATS_URL", "SIEVE_REDIS_URL", "SIEVE_FRONTIER_PARTITIONS", "SIEVE_FRONTIER_REPLICAS"} {
+		if cr.Environment[k] != w.Environment[k] {
+			t.Errorf("cluster-crawler %s = %q, cluster-dedup-worker's %q", k, cr.Environment[k], w.Environment[k])
+		}
+	}
+	if w.DependsOn["redis-cluster-init"].Condition != "service_completed_successfully" {
+		t.Errorf("cluster-dedup-worker must wait for the Redis Cluster to be created: %+v", w.DependsOn)
+	}
+}
