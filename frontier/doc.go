@@ -101,7 +101,9 @@
 // URL is held by one worker's Core at a time, where the Core's flights
 // keep its own batches from racing, and each worker's seen cache holds
 // only its routes' URLs: with n workers, each caches a 1/n share of the URL
-// space. A worker that joins takes its share from the others, which stop
+// space. So do the bits a Redis Bloom filter's mirror learns from the
+// worker's own marks; the whole layers a mirror copies from Redis are bit
+// arrays, which no URL split can share out. A worker that joins takes its share from the others, which stop
 // fetching it, finish their batches and only then release it; one that
 // leaves releases its routes the same way, and one that dies loses them
 // when its lease expires (WorkerOptions.RouteLeaseTTL), its unacknowledged

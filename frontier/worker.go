@@ -151,7 +151,9 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 // NakWithDelay), acknowledges a batch once the Core has landed it, and
 // turns what the Core reports into counts, metrics and health. Any number of
 // workers may run against the same streams and filter; they split the work
-// through the consumer and need no coordination of their own. A batch's
+// through the consumer and need no coordination of their own; with
+// Topology.Routes > 0 they forward pages' links to the worker that owns
+// them instead (package doc, "One owner per URL"). A batch's
 // URLs are tested and marked crawl by crawl, each crawl's in its own filter
 // when WorkerOptions.Filters is set.
 //
