@@ -78,3 +78,57 @@ func TestExternalServer(t *testing.T) {
 	e.Stop()
 	e.Stop() // idempotent
 }
+
+// TestClusterMovesLeaderAndKeepsMessages checks the cluster harness: a
+// stream with 3 replicas keeps every message and elects another leader
+// when its leader is shut down, and the node, started again, catches up.
+func TestClusterMovesLeaderAndKeepsMessages(t *testing.T) {
+	c := natstest.StartCluster(t, 3, natstest.Options{})
+	js := c.JetStream(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := js.Publish(ctx, "r3.a", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader, err := c.Leader(ctx, js, "R3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Servers[leader].Shutdown()
+	// Ask through a node that is still up.
+	other := c.JetStream((leader + 1) % 3)
+	var next int
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second) // a request in an election may get no answer
+		next, err = c.Leader(actx, other, "R3")
+		acancel()
+		if err == nil && next != leader {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no new leader after %s's death: %v", c.Servers[leader].Name(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s, err := other.Stream(ctx, "R3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 10 {
+		t.Errorf("stream holds %d messages after its leader's death, want 10", info.State.Msgs)
+	}
+	c.Servers[leader].StartAgain()
+	c.WaitReady()
+	if !c.Servers[leader].Running() {
+		t.Errorf("%s not running after StartAgain", c.Servers[leader].Name())
+	}
+}
