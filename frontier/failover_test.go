@@ -39,6 +39,63 @@ func replOffset(tb testing.TB, addr string) int64 {
 	return 0
 }
 
+// killLaggingMaster kills a master of rc while its replica lags: the
+// replica is paused and the master drops its link, so that the master goes
+// on acknowledging writes the replica never gets (what it had sent waits
+// in the paused replica's socket and is kept). Once the master has taken
+// 4 KiB of such writes it is killed (atKill runs then) and the replica
+// resumed; when the replica has been promoted the old master is started
+// again, to rejoin as its replica. It returns when the master died and how
+// long the promotion took.
+func killLaggingMaster(t *testing.T, rc *redistest.Cluster, atKill func()) (killed time.Time, promoted time.Duration) {
+	t.Helper()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: timed out", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var master, replica redistest.Node
+	for _, n := range rc.Nodes() {
+		if n.Master && master.ID == "" {
+			master = n
+		}
+	}
+	for _, n := range rc.Nodes() {
+		if n.MasterID == master.ID {
+			replica = n
+		}
+	}
+	msrv, rsrv := rc.Server(master.Addr), rc.Server(replica.Addr)
+	rsrv.Pause()
+	mc := redis.NewClient(&redis.Options{Addr: master.Addr})
+	if err := mc.ClientKillByFilter(context.Background(), "TYPE", "replica").Err(); err != nil {
+		t.Fatalf("drop the replica's link: %v", err)
+	}
+	mc.Close()
+	from := replOffset(t, master.Addr)
+	waitFor("writes on the master the replica lacks", func() bool { return replOffset(t, master.Addr) > from+4096 })
+	msrv.Kill()
+	killed = time.Now()
+	atKill()
+	rsrv.Resume()
+	waitFor("the replica promoted", func() bool {
+		for _, n := range rc.Nodes() {
+			if n.Addr == replica.Addr && n.Master {
+				return true
+			}
+		}
+		return false
+	})
+	promoted = time.Since(killed)
+	msrv.StartAgain()
+	return killed, promoted
+}
+
 // failoverRun is what one Redis failover run measured.
 type failoverRun struct {
 	lostMarks   int           // frontier URLs the filter no longer holds: admitted again after the window
@@ -98,45 +155,8 @@ func runRedisFailover(t *testing.T, waitReplicas int) failoverRun {
 	}
 	waitFor("100 pages", 30*time.Second, func() bool { return w.Status().Totals.Pages >= 100 })
 
-	var master, replica redistest.Node
-	for _, n := range rc.Nodes() {
-		if n.Master && master.ID == "" {
-			master = n
-		}
-	}
-	for _, n := range rc.Nodes() {
-		if n.MasterID == master.ID {
-			replica = n
-		}
-	}
-	msrv, rsrv := rc.Server(master.Addr), rc.Server(replica.Addr)
-	// The replica lags: it is paused and the master drops its link, so
-	// the master goes on acknowledging marks the replica never gets (what
-	// it had sent waits in the paused replica's socket and is kept).
-	rsrv.Pause()
-	mc := redis.NewClient(&redis.Options{Addr: master.Addr})
-	if err := mc.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
-		t.Fatalf("drop the replica's link: %v", err)
-	}
-	mc.Close()
-	from := replOffset(t, master.Addr)
-	waitFor("marks on the master the replica lacks", 30*time.Second, func() bool { return replOffset(t, master.Addr) > from+4096 })
-	msrv.Kill()
-	killed := time.Now()
-	pagesAtKill := w.Status().Totals.Pages
-	rsrv.Resume()
-	// The replica takes over after cluster-node-timeout; the old master
-	// comes back as its replica (so that a wait for replicas can succeed).
-	waitFor("the replica promoted", 30*time.Second, func() bool {
-		for _, n := range rc.Nodes() {
-			if n.Addr == replica.Addr && n.Master {
-				return true
-			}
-		}
-		return false
-	})
-	promoted := time.Since(killed)
-	msrv.StartAgain()
+	var pagesAtKill int64
+	killed, promoted := killLaggingMaster(t, rc, func() { pagesAtKill = w.Status().Totals.Pages })
 	var run failoverRun
 	waitFor("the pipeline to resume", 60*time.Second, func() bool {
 		return w.Status().Totals.Pages > pagesAtKill+int64(o.Batch*o.Concurrency)

@@ -255,35 +255,7 @@ func TestSoak(t *testing.T) {
 
 	// 2. A Redis master, its replica lagging.
 	waitFor("a half", func() bool { return progress() >= int64(n/2) })
-	var master, replica redistest.Node
-	for _, nd := range rc.Nodes() {
-		if nd.Master && master.ID == "" {
-			master = nd
-		}
-	}
-	for _, nd := range rc.Nodes() {
-		if nd.MasterID == master.ID {
-			replica = nd
-		}
-	}
-	msrv, rsrv := rc.Server(master.Addr), rc.Server(replica.Addr)
-	rsrv.Pause()
-	mc := redis.NewClient(&redis.Options{Addr: master.Addr})
-	_ = mc.ClientKillByFilter(ctx, "TYPE", "replica").Err()
-	mc.Close()
-	time.Sleep(time.Second) // the master acknowledges marks the replica lacks
-	at = time.Now()
-	msrv.Kill()
-	rsrv.Resume()
-	waitFor("the replica promoted", func() bool {
-		for _, nd := range rc.Nodes() {
-			if nd.Addr == replica.Addr && nd.Master {
-				return true
-			}
-		}
-		return false
-	})
-	msrv.StartAgain()
+	at, _ = killLaggingMaster(t, rc, func() {})
 	resumed("Redis master killed (replica lagging):", at)
 
 	// 3. A worker, without warning; a new one takes its place.
