@@ -90,11 +90,12 @@
 // Without routes, any worker may take any page, so two workers can hold the
 // same new URL at once: both find it absent and both publish it, and only
 // the frontier's duplicate window stores one (in the pipeline benchmark,
-// 31 % of the new URLs with 2 workers). With Topology.Routes > 0 a worker
-// that takes a page from the shared consumer only canonicalizes it and
-// forwards its links, grouped by route partition, to the routed stream
-// (Worker.forward): it acknowledges the page once every part is stored,
-// and counts the page, its links, rejections and repeats within the page.
+// 30 % of the new URLs with 2 workers). With Topology.Routes > 0 a worker
+// that takes a page from the shared consumer canonicalizes it, admits the
+// links of the routes it holds itself, and forwards the others, grouped by
+// route partition, to the routed stream (Worker.forward): it acknowledges
+// the page once every part is stored and its own links admitted, and
+// counts the page, its links, rejections and repeats within the page.
 // Each route partition is leased to one worker at a time (routeLeases:
 // rendezvous hashing over the live workers, a lease key created only if
 // absent), and only that worker fetches it and runs admit.Core on it. So a
@@ -107,9 +108,12 @@
 // fetching it, finish their batches and only then release it; one that
 // leaves releases its routes the same way, and one that dies loses them
 // when its lease expires (WorkerOptions.RouteLeaseTTL), its unacknowledged
-// messages then redelivered to the new owner. The cost is one more
-// JetStream round trip per page (the forward) and one more stored message
-// per page and route; the benchmark prints both rates. The claims hold
+// messages then redelivered to the new owner. A route that changes hands
+// while a forwarding batch admits its links directly may have two holders
+// for that moment; the duplicate window catches what both publish. The
+// cost is one more JetStream round trip per page (the forward) and one
+// more stored message per page and other worker's route; the benchmark
+// prints the rates with and without routes. The claims hold
 // whether routes are on or not, and workers that disagree only race.
 //
 // # Counts

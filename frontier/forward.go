@@ -21,15 +21,19 @@ func randomID() string {
 }
 
 // forward handles a batch of pages when Topology.Routes > 0: it
-// canonicalizes their links, drops repeats within each page, and publishes
-// each page's links, grouped by route partition (Topology.Route), to the
+// canonicalizes their links, drops repeats within each page, admits the
+// links of the routes this worker holds itself (no hop), and publishes the
+// others, each page's grouped by route partition (Topology.Route), to the
 // routed stream, where the partition's owner admits them. It counts the
-// pages, links, rejections and repeats; the owner counts the rest. The
-// pages are acknowledged once every part is stored, so a crash redelivers
-// them, and a part forwarded again carries the same Nats-Msg-Id (its
-// bytes, the page's stream sequence and its route), which the routed
-// stream's duplicate window stores once. Until every part is stored the
-// batch is held and retried, as admit.Core holds its publishes.
+// pages, links, rejections and repeats, and the verdicts on what it
+// admits; an owner counts the rest. The pages are acknowledged once every
+// part is stored and every own link admitted, so a crash redelivers them,
+// and a part forwarded again carries the same Nats-Msg-Id (its bytes, the
+// page's stream sequence and its route), which the routed stream's
+// duplicate window stores once. Until every part is stored the batch is
+// held and retried, as admit.Core holds its publishes. A route handed over
+// while a batch admits its links directly can have two holders for that
+// moment: the duplicate window stores what both publish once.
 func (w *Worker) forward(ctx context.Context, msgs []jetstream.Msg) {
 	start := time.Now()
 	w.inflight.Add(1)
@@ -37,6 +41,7 @@ func (w *Worker) forward(ctx context.Context, msgs []jetstream.Msg) {
 	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
 
 	b := w.newBatch(start)
+	leases := w.leases.Load()
 	var out []outMsg
 	for _, m := range msgs {
 		d, ok := w.decode(b, m)
@@ -52,6 +57,10 @@ func (w *Worker) forward(ctx context.Context, msgs []jetstream.Msg) {
 			}
 			seen[u] = true
 			r := w.topo.Route(d.Crawl, u)
+			if leases != nil && leases.holds(r) {
+				b.add(d, li, u)
+				return
+			}
 			p := parts[r]
 			if p == nil {
 				p = &Discovered{Crawl: d.Crawl, URL: d.URL, Depth: d.Depth, Kind: d.Kind}
@@ -74,8 +83,14 @@ func (w *Worker) forward(ctx context.Context, msgs []jetstream.Msg) {
 			}
 		}
 	}
+	done := true
+	if len(b.urls) > 0 {
+		verdicts, err := w.core.Admit(ctx, b.urls, b)
+		w.count(b, verdicts)
+		done = err == nil
+	}
 	// A lost ack redelivers the page, whose parts the window then drops.
-	w.finish(b, start, w.publishRouted(ctx, b, out))
+	w.finish(b, start, done && w.publishRouted(ctx, b, out))
 }
 
 // encodeParts encodes a routed message, split into as many messages as

@@ -90,6 +90,13 @@ func (l *routeLeases) run(ctx context.Context) {
 	}
 }
 
+// holds reports whether the worker holds route.
+func (l *routeLeases) holds(route int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[route] != nil
+}
+
 // owned returns the partitions the worker holds, sorted.
 func (l *routeLeases) owned() []int {
 	l.mu.Lock()

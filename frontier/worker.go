@@ -410,6 +410,7 @@ type batch struct {
 	msgs    []jetstream.Msg         // valid messages, acknowledged at the end
 	crawlOf []string                // msgs[i]'s crawl
 	urls    []admit.URL             // distinct per crawl
+	index   map[string]int          // crawl "\n" URL → its index in urls
 	deltas  map[string]*stats.Delta // counts by crawl, recorded once its messages are acknowledged
 	poison  stats.Delta             // counts of terminated messages
 	touched time.Time               // last InProgress (or fetch)
@@ -487,7 +488,7 @@ func (w *Worker) finish(b *batch, start time.Time, done bool) {
 
 // newBatch starts a batch fetched at now.
 func (w *Worker) newBatch(now time.Time) *batch {
-	return &batch{touched: now, deltas: map[string]*stats.Delta{}, ackWait: w.topo.AckWait}
+	return &batch{touched: now, deltas: map[string]*stats.Delta{}, index: map[string]int{}, ackWait: w.topo.AckWait}
 }
 
 // decode decodes a fetched message. A poison message is terminated at once
@@ -544,26 +545,12 @@ func (w *Worker) canonicalize(d Discovered, dl *stats.Delta, add func(li int, u 
 // and their page and links were counted by the worker that forwarded them.
 func (w *Worker) prepare(msgs []jetstream.Msg, now time.Time, routed bool) *batch {
 	b := w.newBatch(now)
-	index := make(map[string]int, len(msgs)*16)
 	for _, m := range msgs {
 		d, ok := w.decode(b, m)
 		if !ok {
 			continue
 		}
-		depth := d.LinkDepth()
-		add := func(li int, u string) {
-			key := d.Crawl + "\n" + u // a URL is unique within its crawl
-			if i, ok := index[key]; ok {
-				b.duplicate(i)
-				if depth < b.urls[i].Depth {
-					b.urls[i].Depth = depth
-				}
-				return
-			}
-			index[key] = len(b.urls)
-			e := d.EntryFor(li, u)
-			b.urls = append(b.urls, admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL, Kind: string(e.Kind), Key: e.Key, Meta: e.Meta})
-		}
+		add := func(li int, u string) { b.add(d, li, u) }
 		if !routed {
 			w.canonicalize(d, b.delta(d.Crawl), add)
 			continue
@@ -624,6 +611,24 @@ func (w *Worker) ForgetCrawl(crawl string) { w.core.Forget(crawl) }
 // window: a Worker does not keep its URLs in the seen cache, which would
 // outlive them (admit.Expiring).
 type Expiring = admit.Expiring
+
+// add adds link li of d, whose canonical URL is u, to the batch's URLs,
+// or counts it a duplicate of the copy already there (which keeps the
+// smaller depth).
+func (b *batch) add(d Discovered, li int, u string) {
+	depth := d.LinkDepth()
+	key := d.Crawl + "\n" + u // a URL is unique within its crawl
+	if i, ok := b.index[key]; ok {
+		b.duplicate(i)
+		if depth < b.urls[i].Depth {
+			b.urls[i].Depth = depth
+		}
+		return
+	}
+	b.index[key] = len(b.urls)
+	e := d.EntryFor(li, u)
+	b.urls = append(b.urls, admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL, Kind: string(e.Kind), Key: e.Key, Meta: e.Meta})
+}
 
 // duplicate counts URL i as a duplicate of a URL already enqueued.
 func (b *batch) duplicate(i int) { b.duplicateOf(b.urls[i].Crawl, b.urls[i].URL) }
