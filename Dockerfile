@@ -16,7 +16,7 @@ RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.
 # Alpine rather than scratch: its busybox wget serves the health checks, and
 # its CA certificates let the crawler fetch https sites.
 FROM alpine:3.22
-RUN apk add --no-cache ca-certificates && adduser -D -u 10001 sieve && mkdir /data && chown sieve /data
+RUN apk add --no-cache ca-certificates && adduser -D -u 10001 sieve && mkdir /data /warc && chown sieve /data /warc
 COPY --from=build /out/crawler /out/dedup-worker /usr/local/bin/
 USER sieve
 WORKDIR /data
