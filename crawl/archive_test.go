@@ -76,14 +76,6 @@ func TestCrawlArchives(t *testing.T) {
 	}
 }
 
-func recordsOf(t *testing.T, files []string) []warctest.Record {
-	var recs []warctest.Record
-	for _, f := range files {
-		recs = append(recs, warctest.ReadFile(t, f)...)
-	}
-	return recs
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // fetchedEvents reads every fetch event on the stream.
@@ -214,13 +206,13 @@ func TestRevisitStoresOnlyChanges(t *testing.T) {
 				t.Errorf("revisit crawl wrote %d bytes, more than 10%% of the first crawl's %d", b2, b1)
 			}
 			payloads := map[string]string{} // URL → the first crawl's record date
-			for _, r := range recordsOf(t, first) {
+			for _, r := range warctest.ReadFiles(t, first...) {
 				if r.Get("WARC-Type") == "response" {
 					payloads[r.Get("WARC-Target-URI")] = r.Get("WARC-Date")
 				}
 			}
 			revisits := 0
-			for _, r := range recordsOf(t, second) {
+			for _, r := range warctest.ReadFiles(t, second...) {
 				if r.Get("WARC-Type") != "revisit" {
 					continue
 				}

@@ -472,7 +472,7 @@ func (f *Fetcher) fetchAs(wait, ctx context.Context, rawURL string, read bodyRea
 // do makes the HTTP exchange for rawURL with net/http and, for a 2xx HTML
 // page, has colly parse the body for links. Other bodies are not read.
 func (f *Fetcher) do(ctx context.Context, rawURL string, read bodyReader) (*fetchResult, error) {
-	r := &fetchResult{max: f.opts.MaxLinks, maxLen: f.opts.MaxURLLength, seen: map[string]bool{}}
+	r := f.newResult()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return r, err
@@ -485,13 +485,7 @@ func (f *Fetcher) do(ctx context.Context, rawURL string, read bodyReader) (*fetc
 	}
 	defer resp.Body.Close()
 	r.gotReply = true
-	r.headers = resp.Header
-	r.page.Status = resp.StatusCode
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	r.page.ContentType = mediaType
-	if hasNoFollow(xRobotsTag(resp.Header.Values("X-Robots-Tag"), robotsToken(f.opts.UserAgent))) {
-		r.page.NoFollow = true
-	}
+	f.describe(r, resp)
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		if loc := resp.Header.Get("Location"); loc != "" {
@@ -509,42 +503,63 @@ func (f *Fetcher) do(ctx context.Context, rawURL string, read bodyReader) (*fetc
 			return r, &url.Error{Op: "Get", URL: rawURL, Err: err}
 		}
 		return r, nil
-	case mediaType != "" && mediaType != "text/html" && mediaType != "application/xhtml+xml":
+	case !isHTML(r.page.ContentType):
 		return r, nil // only HTML is read for links
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBodySize+1))
-	if err != nil {
+	if err := f.readHTML(rawURL, resp, r); err != nil {
 		// Cut off mid-body: a failed exchange, as net/http reports one.
 		r.gotReply = false
 		return r, &url.Error{Op: "Get", URL: rawURL, Err: err}
+	}
+	return r, nil
+}
+
+func (f *Fetcher) newResult() *fetchResult {
+	return &fetchResult{max: f.opts.MaxLinks, maxLen: f.opts.MaxURLLength, seen: map[string]bool{}}
+}
+
+// describe records what resp's status line and headers say into r.
+func (f *Fetcher) describe(r *fetchResult, resp *http.Response) {
+	r.headers = resp.Header
+	r.page.Status = resp.StatusCode
+	r.page.ContentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if hasNoFollow(xRobotsTag(resp.Header.Values("X-Robots-Tag"), robotsToken(f.opts.UserAgent))) {
+		r.page.NoFollow = true
+	}
+}
+
+// isHTML reports whether a media type is read for links (none: sniffed
+// as HTML).
+func isHTML(mediaType string) bool {
+	return mediaType == "" || mediaType == "text/html" || mediaType == "application/xhtml+xml"
+}
+
+// readHTML reads resp's body, cut at MaxBodySize, and has colly parse it
+// into r.
+func (f *Fetcher) readHTML(rawURL string, resp *http.Response, r *fetchResult) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBodySize+1))
+	if err != nil {
+		return err
 	}
 	if int64(len(body)) > f.opts.MaxBodySize {
 		body = body[:f.opts.MaxBodySize]
 		r.page.Truncated = true
 	}
 	f.parse(rawURL, resp, body, r)
-	return r, nil
+	return nil
 }
 
 // stored returns the links of resp, a response to rawURL kept earlier (the
 // archive's capture of a page a 304 said is unchanged), as Fetch would have
 // found them.
 func (f *Fetcher) stored(rawURL string, resp *http.Response) Page {
-	r := &fetchResult{max: f.opts.MaxLinks, maxLen: f.opts.MaxURLLength, seen: map[string]bool{}}
-	r.page.Status = resp.StatusCode
-	r.page.ContentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if hasNoFollow(xRobotsTag(resp.Header.Values("X-Robots-Tag"), robotsToken(f.opts.UserAgent))) {
+	r := f.newResult()
+	f.describe(r, resp)
+	if r.page.NoFollow || !isHTML(r.page.ContentType) || f.readHTML(rawURL, resp, r) != nil {
+		r.page.Links = nil
 		return r.page
 	}
-	if t := r.page.ContentType; t != "" && t != "text/html" && t != "application/xhtml+xml" {
-		return r.page
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBodySize))
-	if err != nil {
-		return r.page
-	}
-	f.parse(rawURL, resp, body, r)
-	if r.page.NoFollow {
+	if r.page.NoFollow { // a robots meta tag said so
 		r.page.Links = nil
 	}
 	return r.page

@@ -96,7 +96,7 @@ func (c *robotsCache) allowed(ctx context.Context, u *url.URL) (time.Duration, e
 // sitemaps returns the Sitemap: lines of the robots.txt cached for u's
 // origin (none when it is not cached or could not be read).
 func (c *robotsCache) sitemaps(u *url.URL) []string {
-	origin := strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+	origin := originOf(u)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[origin]
@@ -109,8 +109,13 @@ func (c *robotsCache) sitemaps(u *url.URL) []string {
 	return nil
 }
 
+// originOf is the cache's key of u: scheme and authority.
+func originOf(u *url.URL) string {
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+}
+
 func (c *robotsCache) rules(ctx context.Context, u *url.URL) (*robotsRules, error) {
-	origin := strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+	origin := originOf(u)
 	now := time.Now()
 	c.mu.Lock()
 	if el, ok := c.items[origin]; ok {

@@ -129,7 +129,3 @@ func DecodeFetched(data []byte) (Fetched, error) {
 	}
 	return f, nil
 }
-
-// CapturesBucket is the key-value bucket of the crawls' last captures in
-// the embedded mode (deployments keep them in Redis).
-func (t Topology) CapturesBucket() string { return t.upperPrefix() + "_CAPTURES" }

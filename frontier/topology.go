@@ -141,6 +141,10 @@ func (t Topology) MemberKeys() string { return "member.>" }
 // frontier messages that failed temporarily: <PREFIX>_ATTEMPTS.
 func (t Topology) AttemptsBucket() string { return t.upperPrefix() + "_ATTEMPTS" }
 
+// CapturesBucket is the key-value bucket of the crawls' last captures in
+// the embedded mode (deployments keep them in Redis).
+func (t Topology) CapturesBucket() string { return t.upperPrefix() + "_CAPTURES" }
+
 // WatchBucket is the key-value bucket in which every process's watch server
 // announces itself (package watch): <PREFIX>_WATCH.
 func (t Topology) WatchBucket() string { return t.upperPrefix() + "_WATCH" }

@@ -2,10 +2,8 @@ package warc
 
 import (
 	"bufio"
-	"crypto/sha1"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,10 +12,6 @@ import (
 	"strings"
 	"time"
 )
-
-func newSHA1() hash.Hash { return sha1.New() }
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 // cdxEntry is one capture in a CDXJ index.
 type cdxEntry struct {
@@ -135,16 +129,11 @@ func sortIndex(from, to string) error {
 	return os.Remove(from)
 }
 
-// IndexEntry is one capture as a CDXJ index lists it.
+// IndexEntry is one capture as a CDXJ index lists it: its time and the
+// line's fields.
 type IndexEntry struct {
-	Time     string `json:"time"` // 14-digit UTC
-	URL      string `json:"url"`
-	MIME     string `json:"mime,omitempty"`
-	Status   string `json:"status,omitempty"`
-	Digest   string `json:"digest,omitempty"`
-	Length   string `json:"length"`
-	Offset   string `json:"offset"`
-	Filename string `json:"filename"`
+	Time string `json:"time"` // 14-digit UTC
+	cdxjFields
 }
 
 // Lookup returns the captures of rawURL that the CDXJ indexes in dir list

@@ -38,7 +38,7 @@ func parseResponse(raw io.Reader) (response, error) {
 	var r response
 	block := sha1.New()
 	br := bufio.NewReader(io.TeeReader(raw, block))
-	counter := &countReader{r: br}
+	counter := &byteCounter{br: br}
 	tp := bufio.NewReader(counter)
 	resp, err := http.ReadResponse(tp, nil)
 	if err != nil {
@@ -75,17 +75,6 @@ func chunked(te []string) bool {
 		}
 	}
 	return false
-}
-
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func mediaType(v string) string {

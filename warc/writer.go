@@ -2,14 +2,16 @@ package warc
 
 import (
 	"bufio"
-
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,10 +142,7 @@ func (w *Writer) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
-	s.Records = make(map[string]int64, len(w.stats.Records))
-	for k, v := range w.stats.Records {
-		s.Records[k] = v
-	}
+	s.Records = maps.Clone(w.stats.Records)
 	s.Current = w.name
 	if w.err != nil {
 		s.Err = w.err.Error()
@@ -230,7 +229,7 @@ func (w *Writer) warcinfo(name string) (gowarc.WarcRecord, error) {
 		{"conformsTo", "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"},
 		{"hostname", host},
 	}
-	for _, k := range sortedKeys(w.opts.Info) {
+	for _, k := range slices.Sorted(maps.Keys(w.opts.Info)) {
 		fields = append(fields, [2]string{k, w.opts.Info[k]})
 	}
 	for _, f := range fields {
@@ -379,17 +378,6 @@ func (w *Writer) writeRecord(rec gowarc.WarcRecord) (written, error) {
 	return w.appendMember(m)
 }
 
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // Result is the outcome of recording one exchange.
 type Result struct {
 	URL       string
@@ -526,14 +514,11 @@ func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file strin
 func requestRecord(ex *exchange, date time.Time) (gowarc.WarcRecord, error) {
 	rb := gowarc.NewRecordBuilder(gowarc.Request, recordOpts...)
 	header(rb, ex, date, contentTypeRequest)
-	d, err := digestOf(ex.req.Reader())
+	d, err := writeDigested(rb, ex.req.Reader())
 	if err != nil {
-		return nil, err
-	}
-	rb.AddWarcHeader(gowarc.WarcBlockDigest, d)
-	if _, err := io.Copy(rb, ex.req.Reader()); err != nil {
 		return nil, fmt.Errorf("warc: request record: %w", err)
 	}
+	rb.AddWarcHeader(gowarc.WarcBlockDigest, d)
 	return build(rb)
 }
 
@@ -563,15 +548,12 @@ func revisitRecord(ex *exchange, date time.Time, r response, ref *Capture, profi
 	rb.AddWarcHeader(gowarc.WarcProfile, profile)
 	rb.AddWarcHeader(gowarc.WarcRefersToTargetURI, ref.PayloadURL)
 	rb.AddWarcHeaderTime(gowarc.WarcRefersToDate, ref.PayloadDate)
-	d, err := digestOf(io.LimitReader(ex.resp.Reader(), r.headerLen))
+	d, err := writeDigested(rb, io.LimitReader(ex.resp.Reader(), r.headerLen))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("warc: revisit record: %w", err)
 	}
 	rb.AddWarcHeader(gowarc.WarcBlockDigest, d)
 	rb.AddWarcHeader(gowarc.WarcPayloadDigest, ref.Digest)
-	if _, err := copyPooled(rb, io.LimitReader(ex.resp.Reader(), r.headerLen)); err != nil {
-		return nil, fmt.Errorf("warc: revisit record: %w", err)
-	}
 	return build(rb)
 }
 
@@ -589,9 +571,11 @@ func header(rb gowarc.WarcRecordBuilder, ex *exchange, date time.Time, contentTy
 	}
 }
 
-func digestOf(r io.Reader) (string, error) {
-	h := newSHA1()
-	if _, err := copyPooled(h, r); err != nil {
+// writeDigested copies r into a record's block and returns the block's
+// digest, in one pass.
+func writeDigested(rb gowarc.WarcRecordBuilder, r io.Reader) (string, error) {
+	h := sha1.New()
+	if _, err := copyPooled(rb, io.TeeReader(r, h)); err != nil {
 		return "", err
 	}
 	return sha1Digest(h), nil
@@ -601,12 +585,3 @@ const openSuffix = ".open"
 
 // indexName is the name of the CDXJ index of the WARC file name.
 func indexName(name string) string { return strings.TrimSuffix(name, ".warc.gz") + ".cdxj" }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sortStrings(keys)
-	return keys
-}

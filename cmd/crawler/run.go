@@ -384,11 +384,7 @@ func connect(s settings) (*backend, error) {
 }
 
 func newLogger(s settings, w io.Writer) *slog.Logger {
-	var level slog.Level
+	level := new(slog.LevelVar)
 	_ = level.UnmarshalText([]byte(s.Log.Level))
-	o := &slog.HandlerOptions{Level: level}
-	if s.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, o))
-	}
-	return slog.New(slog.NewTextHandler(w, o))
+	return newLeveledLogger(s, w, level)
 }

@@ -40,6 +40,12 @@ func (r Record) Get(name string) string { return r.Fields[strings.ToLower(name)]
 func Records(tb testing.TB, dir string) []Record {
 	tb.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	return ReadFiles(tb, files...)
+}
+
+// ReadFiles reads every record of the given WARC files, in order.
+func ReadFiles(tb testing.TB, files ...string) []Record {
+	tb.Helper()
 	var recs []Record
 	for _, f := range files {
 		recs = append(recs, ReadFile(tb, f)...)
