@@ -69,6 +69,17 @@ func TestNamesPinned(t *testing.T) {
 		{frontier.Topology{Routes: 16}.Route("default", "https://example.com/"), 9},
 		{frontier.Topology{Routes: 16}.Route("c", "https://example.com/a"), 12},
 		{frontier.Topology{Routes: 5}.Route("default", "https://example.com/"), 4},
+		// The URLFrontier server's buckets and keys.
+		{zero.URLFrontierQueuesBucket(), "SIEVE_UF_QUEUES"},
+		{custom.URLFrontierNodesBucket(), "MY_CRAWL_UF_NODES"},
+		{zero.URLFrontierQueueKey("c", "example.com"), "c.a379a6f6eeafb9a5"},
+		{zero.URLFrontierDefaultKey("c"), "c._default"},
+		{zero.URLFrontierServerKey("0a1b"), "server.0a1b"},
+		{zero.URLFrontierServerKeys(), "server.*"},
+		{zero.IsURLFrontierURLKey(zero.URLFrontierURLKey("c", "example.com", "https://example.com/")), true},
+		{zero.IsURLFrontierURLKey(zero.URLFrontierQueueKey("c", "example.com")), false},
+		{zero.IsURLFrontierNodeKey(zero.URLFrontierNodeKey("127.0.0.1:7071")), true},
+		{zero.IsURLFrontierNodeKey(zero.URLFrontierServerKey("0a1b")), false},
 	}
 	for i, tt := range tests {
 		if tt.got != tt.want {

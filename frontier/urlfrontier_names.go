@@ -17,7 +17,10 @@ import (
 //	                    server sees a URL's change before the change of its
 //	                    queue that follows it.
 //	<PREFIX>_UF_STATE   the active flag of each node: active.<node hash>
-//	<PREFIX>_UF_NODES   live nodes (TTL): node.<node hash>
+//	<PREFIX>_UF_NODES   live nodes (TTL): node.<node hash>, the address
+//	                    ListNodes shows; server.<instance>, one per running
+//	                    server process (two may share an address), by which
+//	                    a server knows whether it shares the buckets
 //
 // Hashes are hex SHA-256 prefixes: 16 characters for a queue key or a node
 // address, 32 for a canonical URL. Crawl ids are subject tokens
@@ -69,6 +72,17 @@ func (t Topology) URLFrontierActiveKey(node string) string { return "active." + 
 
 // URLFrontierNodeKey is the key of a live node in the nodes bucket.
 func (t Topology) URLFrontierNodeKey(node string) string { return "node." + hexHash(node, 16) }
+
+// URLFrontierServerKey is the key of a running server process in the nodes
+// bucket; instance is a token unique to the process.
+func (t Topology) URLFrontierServerKey(instance string) string { return "server." + instance }
+
+// URLFrontierServerKeys is the filter of every running server's key.
+func (t Topology) URLFrontierServerKeys() string { return "server.*" }
+
+// IsURLFrontierNodeKey reports whether a key of the nodes bucket is a
+// node address's (ListNodes), not a server process's.
+func (t Topology) IsURLFrontierNodeKey(key string) bool { return strings.HasPrefix(key, "node.") }
 
 // IsURLFrontierURLKey reports whether a key of the queues bucket is a
 // URL's (three tokens) rather than a queue's (two).

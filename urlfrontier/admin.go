@@ -30,6 +30,9 @@ func (s *Server) liveNodes(ctx context.Context) ([]string, error) {
 	}
 	var nodes []string
 	for k := range lister.Keys() {
+		if !s.store.topo.IsURLFrontierNodeKey(k) {
+			continue // a server process's key (follow.go)
+		}
 		e, err := s.store.nodes.Get(ctx, k)
 		if err != nil {
 			continue // expired meanwhile

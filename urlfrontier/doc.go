@@ -54,10 +54,14 @@
 //
 // # Reads
 //
-// Each server keeps an index of the bucket by watching it (index.go):
-// ListQueues, GetStats, ListURLs and CountURLs read it, and GetURLs chooses
-// from it what to lease. A change made by another server reaches it in
-// milliseconds; the compare-and-sets make hand-outs exact regardless.
+// Each server keeps an index of the bucket (index.go): ListQueues,
+// GetStats, ListURLs and CountURLs read it, and GetURLs chooses from it what
+// to lease. It applies its own writes as they are acknowledged and watches
+// the bucket for the other servers' only while another server is live
+// (follow.go: a watch also brings back every write of its own, which cost
+// a server alone a third of its ingest rate). A change made by another
+// server reaches it in milliseconds; the compare-and-sets make hand-outs
+// exact regardless.
 // GetURLStatus reads the bucket itself, so it is exact for queued and
 // in-process URLs. A completed URL is no longer stored: the crawl's filter
 // answers for it, which holds every completed URL but may also hold, at

@@ -191,11 +191,14 @@ func (x *index) putDefault(crawl string, rev uint64, delay int64, own bool) {
 	c.defDelay, c.hasDef, c.defRev = delay, true, rev
 }
 
-// deleteQueueKey removes a queue's state (or a crawl's default) at rev.
-func (x *index) deleteQueueKey(stateKey string, rev uint64) {
+// deleteQueueKey removes a queue's state (or a crawl's default) at rev;
+// own says it is this server's write.
+func (x *index) deleteQueueKey(stateKey string, rev uint64, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.seen = max(x.seen, rev)
+	if !fresh(&x.seen, rev, own) {
+		return
+	}
 	crawl, rest, _ := strings.Cut(stateKey, ".")
 	c := x.crawls[crawl]
 	if c == nil {

@@ -215,6 +215,7 @@ func (s *Server) applyKnown(ctx context.Context, c candidate, date uint64) error
 				continue
 			}
 			if err != nil {
+				s.store.markUnsure()
 				return err
 			}
 			s.store.x.deleteEntry(key, rev+1, true) // the watch brings the marker's revision
@@ -238,6 +239,7 @@ func (s *Server) applyKnown(ctx context.Context, c candidate, date uint64) error
 			}
 		}
 		if err != nil {
+			s.store.markUnsure()
 			return err
 		}
 		s.store.x.putEntry(key, nrev, next, true)

@@ -3,9 +3,11 @@ package urlfrontier
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -108,6 +110,11 @@ type Server struct {
 	core  *admit.Core
 	m     *metrics
 
+	// instance is this process's token among the servers, watching
+	// whether it watches the queues bucket (follow.go).
+	instance string
+	watching atomic.Bool
+
 	active   bool
 	mu       sync.Mutex
 	recorded map[string]bool // crawls recorded by this server
@@ -139,29 +146,43 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.instance = newInstance()
+	if err := s.announce(ctx); err != nil {
+		return nil, fmt.Errorf("urlfrontier: announce this server: %w", err)
+	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	ready := make(chan struct{})
-	var readyOnce sync.Once
+	p := newPeers(st.topo.URLFrontierServerKey(s.instance))
+	known, loaded := make(chan struct{}), make(chan struct{})
+	var knownOnce, loadedOnce sync.Once
 	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
-		for rctx.Err() == nil {
-			// A watch that ends is started again: it delivers every
-			// value again, which the index takes by revision.
-			if err := st.watch(rctx, func() { readyOnce.Do(func() { close(ready) }) }); err != nil {
-				o.Logger.Warn("urlfrontier: watch", "error", err)
-				pause(rctx, time.Second)
-			}
-		}
+		s.watchPeers(rctx, p, func() { knownOnce.Do(func() { close(known) }) })
 	}()
 	go func() { defer s.wg.Done(); s.heartbeat(rctx) }()
 	go func() { defer s.wg.Done(); s.watchActive(rctx) }()
-	select {
-	case <-ready:
-	case <-ctx.Done():
-		s.Close()
-		return nil, ctx.Err()
+	wait := func(c chan struct{}) error {
+		select {
+		case <-c:
+			return nil
+		case <-ctx.Done():
+			s.Close()
+			return ctx.Err()
+		}
+	}
+	// The servers live now are known before the load, which then knows
+	// whether to keep watching.
+	if err := wait(known); err != nil {
+		return nil, err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.follow(rctx, p, func() { loadedOnce.Do(func() { close(loaded) }) })
+	}()
+	if err := wait(loaded); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -184,6 +205,7 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = s.store.nodes.Delete(ctx, s.store.topo.URLFrontierNodeKey(s.o.Node))
+		_ = s.store.nodes.Delete(ctx, s.store.topo.URLFrontierServerKey(s.instance))
 	})
 	return nil
 }
@@ -201,18 +223,28 @@ func (s *Server) ServerOptions(maxMsg int) []grpc.ServerOption {
 	}
 }
 
-// heartbeat keeps this node in the nodes bucket.
+// heartbeat keeps this node and this process in the nodes bucket.
 func (s *Server) heartbeat(ctx context.Context) {
-	key := s.store.topo.URLFrontierNodeKey(s.o.Node)
 	for {
-		if _, err := s.store.nodes.Put(ctx, key, []byte(s.o.Node)); err != nil && ctx.Err() == nil {
-			s.o.Logger.Warn("urlfrontier: heartbeat", "error", err)
-		}
 		pause(ctx, nodeTTL/3)
 		if ctx.Err() != nil {
 			return
 		}
+		if err := s.announce(ctx); err != nil && ctx.Err() == nil {
+			s.o.Logger.Warn("urlfrontier: heartbeat", "error", err)
+		}
 	}
+}
+
+// announce puts this node's address and this process in the nodes bucket.
+func (s *Server) announce(ctx context.Context) error {
+	t := s.store.topo
+	for _, k := range []string{t.URLFrontierNodeKey(s.o.Node), t.URLFrontierServerKey(s.instance)} {
+		if _, err := s.store.nodes.Put(ctx, k, []byte(s.o.Node)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // watchActive follows this node's active flag.

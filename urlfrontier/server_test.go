@@ -256,6 +256,51 @@ func TestTwoServersShareQueues(t *testing.T) {
 	})
 }
 
+// TestWatchOnlyWhileShared: a server alone does not watch the queues
+// bucket (its own writes are all it holds); one that joins makes it watch,
+// and each sees what the other put, before and after the join; once the
+// other leaves it stops, and a later one is seen again.
+func TestWatchOnlyWhileShared(t *testing.T) {
+	defer urlfrontier.SetFollowCheck(50 * time.Millisecond)()
+	e := newEnv(t)
+	a := e.start("a:1")
+	a.put(t, disc("", "https://one.example/1", ""), disc("", "https://one.example/2", ""))
+	eventually(t, "a alone stops watching", func() bool { return !urlfrontier.Watching(a.srv) })
+	count := func(n *node) uint64 {
+		c, err := n.client.CountURLs(ctxT(t), &pb.CountUrlParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.GetValue()
+	}
+
+	b := e.start("b:1")
+	eventually(t, "a watches once b is live", func() bool { return urlfrontier.Watching(a.srv) })
+	if got := count(b); got != 2 {
+		t.Fatalf("b counts %d URLs, want a's 2", got)
+	}
+	b.put(t, disc("", "https://two.example/1", ""))
+	eventually(t, "a sees b's URL", func() bool { return count(a) == 3 })
+	a.put(t, known("", "https://one.example/1", 0))
+	eventually(t, "b sees a's completion", func() bool { return count(b) == 2 })
+
+	b.stop()
+	eventually(t, "a stops watching once b left", func() bool { return !urlfrontier.Watching(a.srv) })
+	a.put(t, disc("", "https://one.example/3", ""))
+	c := e.start("c:1")
+	if got := count(c); got != 3 {
+		t.Fatalf("c counts %d URLs, want 3", got)
+	}
+	c.put(t, disc("", "https://three.example/1", ""))
+	eventually(t, "a sees c's URL", func() bool { return count(a) == 4 })
+	got := a.get(t, anyCrawl(0, 0, 60))
+	slices.Sort(got)
+	want := []string{"https://one.example/2", "https://one.example/3", "https://three.example/1", "https://two.example/1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("a hands out %v, want %v", got, want)
+	}
+}
+
 // TestListCountPurgeDelete covers the read and removal calls.
 func TestListCountPurgeDelete(t *testing.T) {
 	e := newEnv(t)

@@ -31,6 +31,8 @@ type store struct {
 	state  jetstream.KeyValue
 	nodes  jetstream.KeyValue
 	x      *index
+	// unsure is signalled when a write's outcome is unknown (follow.go).
+	unsure chan struct{}
 }
 
 // nodeTTL is how long a node that stopped renewing stays listed.
@@ -38,7 +40,7 @@ const nodeTTL = 15 * time.Second
 
 func openStore(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (*store, error) {
 	topo = topo.WithDefaults()
-	s := &store{js: js, topo: topo, x: newIndex()}
+	s := &store{js: js, topo: topo, x: newIndex(), unsure: make(chan struct{}, 1)}
 	for _, b := range []struct {
 		kv   *jetstream.KeyValue
 		name string
@@ -60,6 +62,15 @@ func openStore(ctx context.Context, js jetstream.JetStream, topo frontier.Topolo
 	}
 	s.urls = s.queues
 	return s, nil
+}
+
+// markUnsure says a write may have been applied without this server
+// learning its revision: the index may lack it until loaded again.
+func (s *store) markUnsure() {
+	select {
+	case s.unsure <- struct{}{}:
+	default:
+	}
 }
 
 // watch keeps the index up to date with the bucket until ctx ends; ready
@@ -111,12 +122,12 @@ func (s *store) applyURL(e jetstream.KeyValueEntry) {
 
 func (s *store) applyQueue(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut {
-		s.x.deleteQueueKey(e.Key(), e.Revision())
+		s.x.deleteQueueKey(e.Key(), e.Revision(), false)
 		return
 	}
 	q, err := decodeQueue(e.Value())
 	if err != nil {
-		s.x.deleteQueueKey(e.Key(), e.Revision())
+		s.x.deleteQueueKey(e.Key(), e.Revision(), false)
 		return
 	}
 	if strings.HasSuffix(e.Key(), "._default") {
@@ -165,6 +176,7 @@ func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) 
 			f, err := s.publishAsync(ctx, m, jetstream.WithExpectLastSequencePerSubject(w.rev))
 			if err != nil {
 				res[i].err = err
+				s.markUnsure()
 				continue
 			}
 			futures[i-lo] = f
@@ -179,9 +191,12 @@ func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) 
 			case err := <-f.Err():
 				if isWrongSequence(err) {
 					err = errConflict
+				} else {
+					s.markUnsure()
 				}
 				res[lo+i].err = err
 			case <-ctx.Done():
+				s.markUnsure()
 				return nil, ctx.Err()
 			}
 		}
@@ -240,6 +255,7 @@ func (s *store) createURLs(ctx context.Context, keys []string, entries []*Entry)
 				dup[i] = true
 			default:
 				errs[i] = err
+				s.markUnsure()
 			}
 		default:
 			errs[i] = r.err
@@ -332,6 +348,7 @@ func (s *store) purgeKeys(ctx context.Context, kv jetstream.KeyValue, keys []str
 			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 			f, err := s.publishAsync(ctx, m)
 			if err != nil {
+				s.markUnsure()
 				return 0, err
 			}
 			futures[i-lo] = f
@@ -341,8 +358,10 @@ func (s *store) purgeKeys(ctx context.Context, kv jetstream.KeyValue, keys []str
 			case ack := <-f.Ok():
 				res[lo+i].rev = ack.Sequence
 			case err := <-f.Err():
+				s.markUnsure()
 				return 0, err
 			case <-ctx.Done():
+				s.markUnsure()
 				return 0, ctx.Err()
 			}
 		}
@@ -351,7 +370,7 @@ func (s *store) purgeKeys(ctx context.Context, kv jetstream.KeyValue, keys []str
 		if s.topo.IsURLFrontierURLKey(keys[i]) {
 			s.x.deleteEntry(keys[i], r.rev, true)
 		} else {
-			s.x.deleteQueueKey(keys[i], r.rev)
+			s.x.deleteQueueKey(keys[i], r.rev, true)
 		}
 	}
 	return len(keys), nil

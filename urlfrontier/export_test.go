@@ -1,0 +1,14 @@
+package urlfrontier
+
+import "time"
+
+// Watching reports whether s watches the queues bucket (follow.go).
+func Watching(s *Server) bool { return s.watching.Load() }
+
+// SetFollowCheck sets how often a watching server checks whether it is
+// alone, until the test ends.
+func SetFollowCheck(d time.Duration) (restore func()) {
+	old := followCheck
+	followCheck = d
+	return func() { followCheck = old }
+}
