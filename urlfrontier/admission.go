@@ -97,9 +97,9 @@ const DefaultCrawl = "DEFAULT"
 func (s *Server) discover(ctx context.Context, infos []*pb.URLInfo) []pb.AckMessage_Status {
 	st := make([]pb.AckMessage_Status, len(infos))
 	cands := make([]candidate, len(infos))
-	var urls []admit.URL
-	var at []int
-	seen := map[[2]string]bool{}
+	urls := make([]admit.URL, 0, len(infos))
+	at := make([]int, 0, len(infos))
+	seen := make(map[[2]string]bool, len(infos))
 	for i, info := range infos {
 		c := s.check(info)
 		cands[i] = c

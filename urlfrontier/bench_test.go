@@ -41,7 +41,8 @@ import (
 // Hand-out: 1,000 queues of 100 URLs, no delay, handed out by GetURLs (100
 // queues per call) until every URL is out, against the same number of
 // messages pulled and acknowledged from a JetStream stream by one consumer,
-// the floor of handing out work through JetStream. Medians of 3 rounds.
+// the floor of handing out work through JetStream. Medians of 3 rounds,
+// each measure alternating with its baseline.
 var (
 	ufBench        = flag.Bool("sieve.urlfrontierbench", false, "run the URLFrontier throughput table (TestURLFrontierThroughput)")
 	ufBenchBatches = flag.Int("sieve.urlfrontierbench.batches", 1000, "batches of 100 discovered URLs in the ingest stream")
@@ -295,14 +296,19 @@ func publish(tb testing.TB, js jetstream.JetStream, subject string, data []byte)
 	}
 }
 
-func median(f func() float64) (float64, []float64) {
-	var all []float64
+// alternate runs a and b 3 times each, alternating, so that both see the
+// machine alike, and returns their medians and rounds.
+func alternate(a, b func() float64) (ma float64, ra []float64, mb float64, rb []float64) {
 	for range 3 {
-		all = append(all, f())
+		ra = append(ra, a())
+		rb = append(rb, b())
 	}
-	s := slices.Clone(all)
-	slices.Sort(s)
-	return s[1], all
+	med := func(r []float64) float64 {
+		s := slices.Clone(r)
+		slices.Sort(s)
+		return s[1]
+	}
+	return med(ra), ra, med(rb), rb
 }
 
 func TestURLFrontierThroughput(t *testing.T) {
@@ -310,10 +316,12 @@ func TestURLFrontierThroughput(t *testing.T) {
 		t.Skip("the URLFrontier throughput table runs with -sieve.urlfrontierbench")
 	}
 	stream := ingestStream(*ufBenchBatches)
-	put, putAll := median(func() float64 { return putDiscoveredRate(t, stream) })
-	native, nativeAll := median(func() float64 { return nativeRate(t, stream) })
-	get, getAll := median(func() float64 { return getURLsRate(t) })
-	pull, pullAll := median(func() float64 { return pullRate(t) })
+	put, putAll, native, nativeAll := alternate(
+		func() float64 { return putDiscoveredRate(t, stream) },
+		func() float64 { return nativeRate(t, stream) })
+	get, getAll, pull, pullAll := alternate(
+		func() float64 { return getURLsRate(t) },
+		func() float64 { return pullRate(t) })
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "measure\tmedian URLs/s\trounds\tratio\tgoal\n")
 	fmt.Fprintf(tw, "PutDiscovered, 4 streams, batches of 100, 10%% repeats\t%.0f\t%.0f\t%.2f × native\t≥ 0.8 × native\n", put, putAll, put/native)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,6 +156,11 @@ type result struct {
 
 var errConflict = errors.New("urlfrontier: changed meanwhile")
 
+// createHeader is the header of a write that creates a key, shared by
+// every such message: nats.go only reads a header it is given no options
+// for. (Building one per message was a tenth of the allocations of a put.)
+var createHeader = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {"0"}}
+
 // asyncChunk bounds the writes awaiting acknowledgement at once.
 const asyncChunk = 1000
 
@@ -168,12 +174,15 @@ func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) 
 		futures := make([]jetstream.PubAckFuture, hi-lo)
 		for i := lo; i < hi; i++ {
 			w := writes[i]
-			m := &nats.Msg{Subject: pre + w.key, Data: w.value, Header: nats.Header{}}
+			m := &nats.Msg{Subject: pre + w.key, Data: w.value, Header: createHeader}
+			if w.purge || w.rev != 0 {
+				m.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(w.rev, 10)}}
+			}
 			if w.purge {
 				m.Header.Set("KV-Operation", "PURGE")
 				m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 			}
-			f, err := s.publishAsync(ctx, m, jetstream.WithExpectLastSequencePerSubject(w.rev))
+			f, err := s.publishAsync(ctx, m)
 			if err != nil {
 				res[i].err = err
 				s.markUnsure()
