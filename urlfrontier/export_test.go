@@ -12,3 +12,7 @@ func SetFollowCheck(d time.Duration) (restore func()) {
 	followCheck = d
 	return func() { followCheck = old }
 }
+
+// MarkUnsure says, as a write whose outcome is unknown does, that the
+// bucket may hold what the index lacks.
+func MarkUnsure(s *Server) { s.store.markUnsure() }

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/urlfrontier"
-
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 )
 
@@ -299,6 +299,40 @@ func TestWatchOnlyWhileShared(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("a hands out %v, want %v", got, want)
 	}
+}
+
+// TestUnsureWriteReloads: a server alone does not watch, so a write of its
+// own that reached the bucket while its acknowledgement was lost (written
+// here behind its back) is unknown to it until it says it is unsure; it
+// then loads the bucket again and hands the URL out.
+func TestUnsureWriteReloads(t *testing.T) {
+	defer urlfrontier.SetFollowCheck(50 * time.Millisecond)()
+	e := newEnv(t)
+	a := e.start("a:1")
+	eventually(t, "a alone stops watching", func() bool { return !urlfrontier.Watching(a.srv) })
+	topo := frontier.Topology{}
+	kv, err := e.nats.JetStream().KeyValue(ctxT(t), topo.URLFrontierQueuesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const u = "https://lost.example/"
+	value := `{"v":1,"crawl":"DEFAULT","url":"` + u + `","key":"lost.example","created":1764000000,"due":0}`
+	if _, err := kv.Create(ctxT(t), topo.URLFrontierURLKey("DEFAULT", "lost.example", u), []byte(value)); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.get(t, anyCrawl(0, 0, 60)); len(got) != 0 {
+		t.Fatalf("GetURLs before the reload = %v: the server alone was watching", got)
+	}
+	urlfrontier.MarkUnsure(a.srv)
+	var got []string
+	eventually(t, "a hands out the URL it did not know", func() bool {
+		got = append(got, a.get(t, anyCrawl(0, 0, 60))...)
+		return len(got) > 0
+	})
+	if !slices.Equal(got, []string{u}) {
+		t.Fatalf("GetURLs = %v, want [%s]", got, u)
+	}
+	eventually(t, "a stops watching again", func() bool { return !urlfrontier.Watching(a.srv) })
 }
 
 // TestListCountPurgeDelete covers the read and removal calls.
