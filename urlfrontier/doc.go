@@ -80,7 +80,10 @@
 // client that disconnects mid-stream loses the acks of the items in
 // hand; those it resends are known and SKIPPED, never admitted twice.
 //
-// Each index holds every queued URL of every crawl in memory (a few
-// hundred bytes each), and GetURLs looks at every queue of the crawls it
-// serves: fine for millions of URLs and thousands of queues per server.
+// Each index holds every queued URL of every crawl in memory, and GetURLs
+// looks at every queue of the crawls it serves: fine for millions of URLs
+// and thousands of queues per server. BenchmarkIndexMemory measures 288
+// bytes per URL of the form https://www.siteN.example/articles/N.html (a
+// bare map of each key to its URL takes 165): 10 million queued URLs need
+// about 3 GB in each server.
 package urlfrontier

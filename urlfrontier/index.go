@@ -43,13 +43,14 @@ type queueIndex struct {
 	key      string
 	state    *QueueState // nil: none stored
 	stateRev uint64
-	items    map[string]*item
-	due      itemHeap
+	// due holds the queue's URLs (each also in index.items by key),
+	// earliest due first.
+	due itemHeap
 }
 
 type item struct {
 	key string // in the bucket
-	e   *Entry
+	e   Entry  // by value: one allocation per URL
 	rev uint64
 	q   *queueIndex
 	pos int // in q.due
@@ -71,10 +72,22 @@ func (x *index) crawl(id string) *crawlIndex {
 func (c *crawlIndex) queue(stateKey, key string) *queueIndex {
 	q := c.queues[stateKey]
 	if q == nil {
-		q = &queueIndex{crawl: c, stateKey: stateKey, key: key, items: map[string]*item{}}
+		q = &queueIndex{crawl: c, stateKey: stateKey, key: key}
 		c.queues[stateKey] = q
 	}
 	return q
+}
+
+// intern returns e with its crawl and queue key strings the queue's own:
+// each decoded value has strings of its own, kept once per queue instead.
+func (q *queueIndex) intern(e Entry) Entry {
+	if e.Crawl == q.crawl.id {
+		e.Crawl = q.crawl.id
+	}
+	if e.Key == q.key {
+		e.Key = q.key
+	}
+	return e
 }
 
 // stateKeyOf returns the queue state key of a URL key (crawl.qhash.uhash).
@@ -107,14 +120,13 @@ func (x *index) putEntry(key string, rev uint64, e *Entry, own bool) {
 		if it.rev >= rev {
 			return
 		}
-		it.e, it.rev = e, rev
+		it.e, it.rev = it.q.intern(*e), rev
 		heap.Fix(&it.q.due, it.pos)
 		return
 	}
 	q := x.crawl(e.Crawl).queue(stateKeyOf(key), e.Key)
-	it := &item{key: key, e: e, rev: rev, q: q}
+	it := &item{key: key, e: q.intern(*e), rev: rev, q: q}
 	x.items[key] = it
-	q.items[key] = it
 	heap.Push(&q.due, it)
 }
 
@@ -148,14 +160,13 @@ func (x *index) deleteEntry(key string, rev uint64, own bool) {
 func (x *index) dropLocked(it *item) {
 	delete(x.items, it.key)
 	q := it.q
-	delete(q.items, it.key)
 	heap.Remove(&q.due, it.pos)
 	x.pruneLocked(q)
 }
 
 // pruneLocked forgets a queue with neither URLs nor stored state.
 func (x *index) pruneLocked(q *queueIndex) {
-	if len(q.items) == 0 && q.state == nil {
+	if len(q.due) == 0 && q.state == nil {
 		delete(q.crawl.queues, q.stateKey)
 		if len(q.crawl.queues) == 0 && !q.crawl.hasDef {
 			delete(x.crawls, q.crawl.id)
@@ -251,8 +262,9 @@ func (v *queueView) blocked(now int64) bool { return v.state.Blocked > now }
 // blocked (ListQueues, GetStats' active_queues).
 func (v *queueView) active(now int64) bool { return v.inProcess+v.queued > 0 && !v.blocked(now) }
 
-// view copies q at now with at most maxReady ready URLs (-1: all).
-func (q *queueIndex) view(now int64, maxReady int) queueView {
+// view copies q at now with at most maxReady ready URLs (-1: all); items
+// are the index's, by key.
+func (q *queueIndex) view(items map[string]*item, now int64, maxReady int) queueView {
 	v := queueView{crawl: q.crawl.id, key: q.key, stateKey: q.stateKey, stateRev: q.stateRev,
 		defDelay: q.crawl.defDelay, hasDef: q.crawl.hasDef}
 	if q.state != nil {
@@ -260,12 +272,12 @@ func (q *queueIndex) view(now int64, maxReady int) queueView {
 	}
 	if q.state != nil {
 		for h, until := range q.state.Leases {
-			if until > now && q.items[q.stateKey+"."+h] != nil {
+			if until > now && items[q.stateKey+"."+h] != nil {
 				v.inProcess++
 			}
 		}
 	}
-	v.queued = len(q.items) - v.inProcess
+	v.queued = len(q.due) - v.inProcess
 	if maxReady != 0 {
 		// The heap's order is by due time: pop the due ones, then put
 		// them back; those leased are not ready.
@@ -281,7 +293,7 @@ func (q *queueIndex) view(now int64, maxReady int) queueView {
 					continue
 				}
 			}
-			v.ready = append(v.ready, readyItem{key: it.key, e: *it.e, rev: it.rev})
+			v.ready = append(v.ready, readyItem{key: it.key, e: it.e, rev: it.rev})
 		}
 		for _, it := range popped {
 			heap.Push(&q.due, it)
@@ -302,7 +314,7 @@ func (x *index) queues(now int64, crawls []string, key string, maxReady int) []q
 			if key != "" && q.key != key {
 				continue
 			}
-			out = append(out, q.view(now, maxReady))
+			out = append(out, q.view(x.items, now, maxReady))
 		}
 	}
 	if crawls == nil {
@@ -328,7 +340,7 @@ func (x *index) ready(stateKey string, now int64, n int) []readyItem {
 	if c == nil || c.queues[stateKey] == nil {
 		return nil
 	}
-	return c.queues[stateKey].view(now, n).ready
+	return c.queues[stateKey].view(x.items, now, n).ready
 }
 
 // crawlIDs returns the crawls that have URLs or queue state, sorted.
@@ -358,8 +370,8 @@ func (x *index) entries(crawl, key string, now int64) []readyItem {
 		if key != "" && q.key != key {
 			continue
 		}
-		for _, it := range q.items {
-			r := readyItem{key: it.key, e: *it.e, rev: it.rev}
+		for _, it := range q.due {
+			r := readyItem{key: it.key, e: it.e, rev: it.rev}
 			if q.state != nil {
 				if until, ok := q.state.leased(it.key, now); ok {
 					r.lease = until
@@ -385,7 +397,7 @@ func (x *index) entry(key string) (readyItem, bool) {
 	if it == nil {
 		return readyItem{}, false
 	}
-	return readyItem{key: key, e: *it.e, rev: it.rev}, true
+	return readyItem{key: key, e: it.e, rev: it.rev}, true
 }
 
 // forgetCrawl drops everything of a crawl (after it was purged from the
@@ -398,8 +410,8 @@ func (x *index) forgetCrawl(crawl string) {
 		return
 	}
 	for _, q := range c.queues {
-		for k := range q.items {
-			delete(x.items, k)
+		for _, it := range q.due {
+			delete(x.items, it.key)
 		}
 	}
 	delete(x.crawls, crawl)
@@ -417,10 +429,10 @@ func (x *index) forgetQueue(crawl, stateKey string) {
 	if q == nil {
 		return
 	}
-	for k := range q.items {
-		delete(x.items, k)
+	for _, it := range q.due {
+		delete(x.items, it.key)
 	}
-	q.items, q.due, q.state = map[string]*item{}, nil, nil
+	q.due, q.state = nil, nil
 	x.pruneLocked(q)
 }
 

@@ -1,8 +1,13 @@
 package urlfrontier
 
 import (
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sievecrawl/sieve/frontier"
 )
 
 func entry(url string, due int64) *Entry {
@@ -93,4 +98,63 @@ func TestIndexView(t *testing.T) {
 	if ids := x.crawlIDs(); len(ids) != 0 {
 		t.Errorf("crawls after forgetting the only queue: %v", ids)
 	}
+}
+
+// BenchmarkIndexMemory measures what the index keeps per queued URL: 100,000
+// URLs over 1,000 queues, as a server loads them from the bucket at start
+// (each key and value its own copy, as the watch delivers them), against
+// the least any index of them holds (a map from each URL's key to its URL)
+// measured in the same run.
+func BenchmarkIndexMemory(b *testing.B) {
+	const urls, queues = 100_000, 1_000
+	topo := frontier.Topology{}
+	keys := make([]string, urls)
+	values := make([][]byte, urls)
+	for i := range urls {
+		host := fmt.Sprintf("www.site%d.example", i%queues)
+		u := fmt.Sprintf("https://%s/articles/%d.html", host, i)
+		keys[i] = topo.URLFrontierURLKey("bench", host, u)
+		values[i] = encode(&Entry{V: formatVersion, Crawl: "bench", URL: u, Key: host, Created: 1_764_000_000})
+	}
+	var perURL, baseline float64
+	for range b.N {
+		base := heapBytes(func() any {
+			m := make(map[string]string)
+			for i, v := range values {
+				e, err := decodeEntry(v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				m[strings.Clone(keys[i])] = e.URL
+			}
+			return m
+		})
+		used := heapBytes(func() any {
+			x := newIndex()
+			for i, v := range values {
+				e, err := decodeEntry(v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				x.putEntry(strings.Clone(keys[i]), uint64(i+1), e, false)
+			}
+			return x
+		})
+		perURL, baseline = float64(used)/urls, float64(base)/urls
+	}
+	b.ReportMetric(perURL, "B/URL")
+	b.ReportMetric(baseline, "B/URL-baseline")
+	b.ReportMetric(perURL/baseline, "ratio")
+}
+
+// heapBytes returns the live heap that what build returns keeps.
+func heapBytes(build func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(v)
+	return after.HeapAlloc - before.HeapAlloc
 }
