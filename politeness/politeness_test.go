@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sievecrawl/sieve/internal/heaptest"
 )
 
 // fakeClock is a Clock that moves only when told to.
@@ -451,14 +453,14 @@ func BenchmarkQueueMemory(b *testing.B) {
 			}
 			var perQueue, baseline float64
 			for range b.N {
-				base := heapBytes(func() any {
+				base := heaptest.Live(func() any {
 					items := make([]string, 0, n)
 					for i := range n {
 						items = append(items, keys[i])
 					}
 					return items
 				})
-				used := heapBytes(func() any {
+				used := heaptest.Live(func() any {
 					s := New[string](Options{Clock: newFakeClock()})
 					for i := range n {
 						s.Offer(keys[i], keys[i])
@@ -472,16 +474,4 @@ func BenchmarkQueueMemory(b *testing.B) {
 			b.ReportMetric(perQueue/baseline, "ratio")
 		})
 	}
-}
-
-// heapBytes returns the live heap that what build returns keeps.
-func heapBytes(build func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	v := build()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(v)
-	return after.HeapAlloc - before.HeapAlloc
 }

@@ -2,12 +2,12 @@ package urlfrontier
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/heaptest"
 )
 
 func entry(url string, due int64) *Entry {
@@ -118,7 +118,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 	}
 	var perURL, baseline float64
 	for range b.N {
-		base := heapBytes(func() any {
+		base := heaptest.Live(func() any {
 			m := make(map[string]string)
 			for i, v := range values {
 				e, err := decodeEntry(v)
@@ -129,7 +129,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 			}
 			return m
 		})
-		used := heapBytes(func() any {
+		used := heaptest.Live(func() any {
 			x := newIndex()
 			for i, v := range values {
 				e, err := decodeEntry(v)
@@ -145,16 +145,4 @@ func BenchmarkIndexMemory(b *testing.B) {
 	b.ReportMetric(perURL, "B/URL")
 	b.ReportMetric(baseline, "B/URL-baseline")
 	b.ReportMetric(perURL/baseline, "ratio")
-}
-
-// heapBytes returns the live heap that what build returns keeps.
-func heapBytes(build func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	v := build()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(v)
-	return after.HeapAlloc - before.HeapAlloc
 }
