@@ -32,7 +32,8 @@ func lockDir(dir string) (unlock func() error, err error) {
 		}
 		return nil, inUse
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
