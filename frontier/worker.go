@@ -191,7 +191,6 @@ type Worker struct {
 
 	closeCtx context.Context
 	closeFn  context.CancelFunc
-	runOnce  sync.Once
 	runDone  chan struct{}
 	ran      atomic.Bool
 }

@@ -400,23 +400,6 @@ func (x *index) entry(key string) (readyItem, bool) {
 	return readyItem{key: key, e: it.e, rev: it.rev}, true
 }
 
-// forgetCrawl drops everything of a crawl (after it was purged from the
-// buckets, which a watch does not see).
-func (x *index) forgetCrawl(crawl string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	c := x.crawls[crawl]
-	if c == nil {
-		return
-	}
-	for _, q := range c.queues {
-		for _, it := range q.due {
-			delete(x.items, it.key)
-		}
-	}
-	delete(x.crawls, crawl)
-}
-
 // forgetQueue drops a queue's URLs and state (after a purge).
 func (x *index) forgetQueue(crawl, stateKey string) {
 	x.mu.Lock()

@@ -1,7 +1,6 @@
 package warc
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha1"
 	"errors"
@@ -77,8 +76,6 @@ type Writer struct {
 	index  *os.File // the current file's CDXJ lines, unsorted
 	err    error
 	stats  Stats
-	bw     *bufio.Writer
-	gz     *gzip.Writer
 	closed bool
 }
 

@@ -117,7 +117,7 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 
-	crawlerEnv, crawlerLoader := envNames(t, &settings{})
+	crawlerEnv, _ := envNames(t, &settings{})
 	cfg := config.Default()
 	workerEnv, workerLoader := envNames(t, &cfg)
 	for name, known := range map[string]map[string]bool{"dedup-worker": workerEnv, "crawler": crawlerEnv} {
@@ -155,7 +155,7 @@ func TestComposeFile(t *testing.T) {
 		t.Errorf("dedup-worker environment: %v", err)
 	}
 	cs := defaultSettings()
-	_, crawlerLoader = envNames(t, &cs)
+	_, crawlerLoader := envNames(t, &cs)
 	if err := crawlerLoader.Load(lookup(c.Services["crawler"].Environment)); err != nil {
 		t.Errorf("crawler environment: %v", err)
 	} else if err := errors.Join(cs.Config.Validate(), cs.validate()); err != nil {

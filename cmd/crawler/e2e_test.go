@@ -19,17 +19,6 @@ import (
 	"github.com/sievecrawl/sieve/testsite"
 )
 
-// build compiles a command of this module into dir and returns its path.
-func build(tb testing.TB, dir, pkg string) string {
-	tb.Helper()
-	bin := filepath.Join(dir, filepath.Base(pkg))
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sievecrawl/sieve/"+pkg).CombinedOutput()
-	if err != nil {
-		tb.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
-}
-
 var (
 	buildOnce sync.Once
 	binDir    string
