@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 )
 
 // sha1Digest formats h's sum as WARC writers do: "sha1:" and base32.
@@ -29,6 +30,22 @@ type response struct {
 	payloadLen    int64
 }
 
+// readers recycles parseResponse's buffered readers (two per response).
+var readers = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+
+func reader(r io.Reader) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+func release(brs ...*bufio.Reader) {
+	for _, br := range brs {
+		br.Reset(nil) // holds nothing of the exchange while pooled
+		readers.Put(br)
+	}
+}
+
 // parseResponse reads a raw HTTP/1.x response as received and computes its
 // digests: the block digest over the bytes as they are, the payload digest
 // over the body with any chunked transfer coding removed (content codings,
@@ -37,9 +54,10 @@ type response struct {
 func parseResponse(raw io.Reader) (response, error) {
 	var r response
 	block := sha1.New()
-	br := bufio.NewReader(io.TeeReader(raw, block))
+	br, tp := reader(io.TeeReader(raw, block)), reader(nil)
+	defer release(br, tp)
 	counter := &byteCounter{br: br}
-	tp := bufio.NewReader(counter)
+	tp.Reset(counter)
 	resp, err := http.ReadResponse(tp, nil)
 	if err != nil {
 		_, _ = io.Copy(io.Discard, br)

@@ -324,7 +324,7 @@ func compress(rec gowarc.WarcRecord, infoID string) (member, error) {
 	zw := gzips.Get().(*gzip.Writer)
 	defer gzips.Put(zw)
 	zw.Reset(m.data)
-	_, _, err := gowarc.NewMarshaler().Marshal(zw, rec, 0)
+	_, _, err := gowarc.NewMarshaler().Marshal(pooledReadFrom{zw}, rec, 0)
 	if err == nil {
 		err = zw.Close()
 	}
@@ -531,7 +531,7 @@ func responseRecord(ex *exchange, date time.Time, r response, parsed, truncated 
 	case parsed:
 		rb.AddWarcHeader(gowarc.WarcPayloadDigest, r.payloadDigest)
 	}
-	if _, err := io.Copy(rb, ex.resp.Reader()); err != nil {
+	if _, err := copyPooled(rb, ex.resp.Reader()); err != nil {
 		return nil, fmt.Errorf("warc: response record: %w", err)
 	}
 	return build(rb)
