@@ -16,3 +16,6 @@ func SetFollowCheck(d time.Duration) (restore func()) {
 // MarkUnsure says, as a write whose outcome is unknown does, that the
 // bucket may hold what the index lacks.
 func MarkUnsure(s *Server) { s.store.markUnsure() }
+
+// WatchDeliveries counts the values s's watches delivered.
+func WatchDeliveries(s *Server) uint64 { return s.store.delivered.Load() }

@@ -23,12 +23,13 @@ import (
 //     bucket before Open returns, and renews it every nodeTTL/3; Close
 //     deletes it.
 //   - Each server watches those keys. A put from another instance starts
-//     the bucket's watch at once; the watch first delivers every value
-//     the bucket holds, so whatever the other server wrote before is in
-//     the index within milliseconds, as it would be had the watch run all
-//     along (the index takes values by revision and ignores the ones it
-//     holds). Until then the compare-and-sets keep hand-outs exact, as they
-//     do for any server whose watch lags.
+//     the bucket's watch at once, from the revision after the last one
+//     the previous watch delivered: everything the bucket changed since
+//     (the server's own writes among them, which it holds and skips), so
+//     whatever the other server wrote before is in the index within
+//     milliseconds, as it would be had the watch run all along, without
+//     reading the whole bucket again. Until then the compare-and-sets keep
+//     hand-outs exact, as they do for any server whose watch lags.
 //   - The watch stops once no other instance was heard for nodeTTL (a
 //     server killed leaves no delete; its key expires), after delivering
 //     what that server wrote while it lived.
@@ -122,12 +123,15 @@ func (s *Server) watchPeers(ctx context.Context, p *peers, known func()) {
 func (s *Server) follow(ctx context.Context, p *peers, loaded func()) {
 	check := time.NewTicker(followCheck)
 	defer check.Stop()
+	// from is where the next watch starts: the first delivers the whole
+	// bucket, the next ones what changed since the last one stopped.
+	var from uint64
 	for ctx.Err() == nil {
 		wctx, stop := context.WithCancel(ctx)
 		ready := make(chan struct{})
 		var once sync.Once
 		errc := make(chan error, 1)
-		go func() { errc <- s.store.watch(wctx, func() { once.Do(func() { close(ready) }) }) }()
+		go func() { errc <- s.store.watch(wctx, from, func() { once.Do(func() { close(ready) }) }) }()
 		s.watching.Store(true)
 		loading := true
 	watch:
@@ -138,10 +142,14 @@ func (s *Server) follow(ctx context.Context, p *peers, loaded func()) {
 				<-errc
 				return
 			case err := <-errc:
-				// A watch that ends is started again: it delivers every
-				// value again, which the index takes by revision.
+				// A watch that ends is started again from the last
+				// change it delivered (the whole bucket again if it
+				// ended before it was loaded).
 				s.o.Logger.Warn("urlfrontier: watch", "error", err)
 				stop()
+				if !loading {
+					from = s.store.x.watched() + 1
+				}
 				pause(ctx, time.Second)
 				break watch
 			case <-ready:
@@ -160,6 +168,7 @@ func (s *Server) follow(ctx context.Context, p *peers, loaded func()) {
 			stop()
 			<-errc
 			s.watching.Store(false)
+			from = s.store.x.watched() + 1
 			select {
 			case <-p.appeared:
 			case <-s.store.unsure:

@@ -98,6 +98,14 @@ func stateKeyOf(urlKey string) string {
 	return urlKey
 }
 
+// watched returns the last revision a watch delivered: the index holds
+// every change of the bucket up to it.
+func (x *index) watched() uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.seen
+}
+
 // fresh reports whether a change at rev is to be applied, given the last
 // revision its bucket's watch delivered (seen): a watched one always is
 // (and moves seen), a server's own only while the watch is behind it.

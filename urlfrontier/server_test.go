@@ -1,6 +1,7 @@
 package urlfrontier_test
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -284,20 +285,36 @@ func TestWatchOnlyWhileShared(t *testing.T) {
 	a.put(t, known("", "https://one.example/1", 0))
 	eventually(t, "b sees a's completion", func() bool { return count(b) == 2 })
 
+	// A watch that starts again delivers what changed since the last one
+	// stopped, not the whole bucket: 200 URLs put while a watched are not
+	// delivered again when c joins.
+	var many []*pb.URLItem
+	for i := range 200 {
+		many = append(many, disc("", fmt.Sprintf("https://four.example/%d", i), ""))
+	}
+	b.put(t, many...)
+	eventually(t, "a sees b's 200 URLs", func() bool { return count(a) == 202 })
 	b.stop()
 	eventually(t, "a stops watching once b left", func() bool { return !urlfrontier.Watching(a.srv) })
 	a.put(t, disc("", "https://one.example/3", ""))
+	before := urlfrontier.WatchDeliveries(a.srv)
 	c := e.start("c:1")
-	if got := count(c); got != 3 {
-		t.Fatalf("c counts %d URLs, want 3", got)
+	if got := count(c); got != 203 {
+		t.Fatalf("c counts %d URLs, want 203", got)
 	}
 	c.put(t, disc("", "https://three.example/1", ""))
-	eventually(t, "a sees c's URL", func() bool { return count(a) == 4 })
+	eventually(t, "a sees c's URL", func() bool { return count(a) == 204 })
+	if d := urlfrontier.WatchDeliveries(a.srv) - before; d > 20 {
+		t.Errorf("a's watch delivered %d values when c joined: the whole bucket again, not what changed", d)
+	}
 	got := a.get(t, anyCrawl(0, 0, 60))
-	slices.Sort(got)
-	want := []string{"https://one.example/2", "https://one.example/3", "https://three.example/1", "https://two.example/1"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("a hands out %v, want %v", got, want)
+	if len(got) != 204 {
+		t.Errorf("a hands out %d URLs, want 204", len(got))
+	}
+	for _, u := range []string{"https://one.example/2", "https://one.example/3", "https://two.example/1", "https://three.example/1", "https://four.example/199"} {
+		if !slices.Contains(got, u) {
+			t.Errorf("a does not hand out %s", u)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,8 @@ type store struct {
 	x      *index
 	// unsure is signalled when a write's outcome is unknown (follow.go).
 	unsure chan struct{}
+	// delivered counts the values watches delivered.
+	delivered atomic.Uint64
 }
 
 // nodeTTL is how long a node that stopped renewing stays listed.
@@ -76,9 +79,15 @@ func (s *store) markUnsure() {
 
 // watch keeps the index up to date with the bucket until ctx ends; ready
 // is called once the watch delivered every value the bucket held when it
-// started.
-func (s *store) watch(ctx context.Context, ready func()) error {
-	w, err := s.queues.WatchAll(ctx)
+// started. With from > 0 it delivers the changes from that revision on
+// instead: an index that holds everything before it need not see the
+// whole bucket again.
+func (s *store) watch(ctx context.Context, from uint64, ready func()) error {
+	var opts []jetstream.WatchOpt
+	if from > 0 {
+		opts = append(opts, jetstream.ResumeFromRevision(from))
+	}
+	w, err := s.queues.WatchAll(ctx, opts...)
 	if err != nil {
 		return fmt.Errorf("urlfrontier: watch: %w", err)
 	}
@@ -93,6 +102,9 @@ func (s *store) watch(ctx context.Context, ready func()) error {
 		}
 		if !ok {
 			return errors.New("urlfrontier: watch ended")
+		}
+		if e != nil {
+			s.delivered.Add(1)
 		}
 		switch {
 		case e == nil: // the initial values are in
