@@ -242,6 +242,14 @@ func (w *Writer) warcinfo(name string) (gowarc.WarcRecord, error) {
 // does not), so nothing is validated or fixed.
 var recordOpts = []gowarc.WarcRecordOption{gowarc.WithNoValidation(), gowarc.WithAddMissingDigest(false)}
 
+// blockOpts are recordOpts for a record whose block is n bytes: its
+// builder holds the block in memory up to 1 MiB (on disk beyond, as
+// gowarc does by default) and starts with a buffer no larger than the
+// block, where gowarc's default first buffer is 16 KiB whatever the size.
+func blockOpts(n int64) []gowarc.WarcRecordOption {
+	return append(slices.Clip(recordOpts), gowarc.WithBufferMaxMemBytes(max(1, min(n, 1<<20))))
+}
+
 func build(rb gowarc.WarcRecordBuilder) (gowarc.WarcRecord, error) {
 	rec, _, err := rb.Build()
 	if err != nil {
@@ -509,7 +517,7 @@ func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file strin
 }
 
 func requestRecord(ex *exchange, date time.Time) (gowarc.WarcRecord, error) {
-	rb := gowarc.NewRecordBuilder(gowarc.Request, recordOpts...)
+	rb := gowarc.NewRecordBuilder(gowarc.Request, blockOpts(ex.req.Len())...)
 	header(rb, ex, date, contentTypeRequest)
 	d, err := writeDigested(rb, ex.req.Reader())
 	if err != nil {
@@ -520,7 +528,7 @@ func requestRecord(ex *exchange, date time.Time) (gowarc.WarcRecord, error) {
 }
 
 func responseRecord(ex *exchange, date time.Time, r response, parsed, truncated bool) (gowarc.WarcRecord, error) {
-	rb := gowarc.NewRecordBuilder(gowarc.Response, recordOpts...)
+	rb := gowarc.NewRecordBuilder(gowarc.Response, blockOpts(ex.resp.Len())...)
 	header(rb, ex, date, contentTypeResponse)
 	rb.AddWarcHeader(gowarc.WarcBlockDigest, r.blockDigest)
 	switch {
@@ -540,7 +548,7 @@ func responseRecord(ex *exchange, date time.Time, r response, parsed, truncated 
 // revisitRecord is a revisit of ref: its block is the response's header
 // only; the payload is the referred-to record's.
 func revisitRecord(ex *exchange, date time.Time, r response, ref *Capture, profile string) (gowarc.WarcRecord, error) {
-	rb := gowarc.NewRecordBuilder(gowarc.Revisit, recordOpts...)
+	rb := gowarc.NewRecordBuilder(gowarc.Revisit, blockOpts(r.headerLen)...)
 	header(rb, ex, date, contentTypeResponse)
 	rb.AddWarcHeader(gowarc.WarcProfile, profile)
 	rb.AddWarcHeader(gowarc.WarcRefersToTargetURI, ref.PayloadURL)
