@@ -2,7 +2,9 @@ package warc
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -215,7 +217,7 @@ func (w *Writer) beginFile() error {
 
 // warcinfo builds a file's warcinfo record.
 func (w *Writer) warcinfo(name string) (gowarc.WarcRecord, error) {
-	rb := gowarc.NewRecordBuilder(gowarc.Warcinfo, recordOpts...)
+	rb := newRecordBuilder(gowarc.Warcinfo, recordOpts...)
 	rb.AddWarcHeaderTime(gowarc.WarcDate, w.opts.now())
 	rb.AddWarcHeader(gowarc.WarcFilename, name)
 	rb.AddWarcHeader(gowarc.ContentType, gowarc.ApplicationWarcFields)
@@ -240,7 +242,33 @@ func (w *Writer) warcinfo(name string) (gowarc.WarcRecord, error) {
 // recordOpts make records as given: Sieve computes the digests itself (the
 // payload digest over the body without transfer coding, which the library
 // does not), so nothing is validated or fixed.
-var recordOpts = []gowarc.WarcRecordOption{gowarc.WithNoValidation(), gowarc.WithAddMissingDigest(false)}
+var recordOpts = []gowarc.WarcRecordOption{gowarc.WithNoValidation(), gowarc.WithAddMissingDigest(false), gowarc.WithRecordIdFunc(recordID)}
+
+// builders serializes newRecordBuilder: gowarc v3.1.0 calls
+// uuid.EnableRandPool, a write to a global, each time it makes a record
+// builder, a data race between recorders writing at once (go test -race).
+var builders sync.Mutex
+
+// newRecordBuilder is gowarc.NewRecordBuilder without its data race. Record
+// ids come from recordID, not from the uuid package, whose reads of the
+// same global would race with that write too.
+func newRecordBuilder(t gowarc.RecordType, opts ...gowarc.WarcRecordOption) gowarc.WarcRecordBuilder {
+	builders.Lock()
+	defer builders.Unlock()
+	return gowarc.NewRecordBuilder(t, opts...)
+}
+
+// recordID returns a new WARC-Record-ID: a random (version 4) UUID URN.
+func recordID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	h := hex.EncodeToString(b[:])
+	return "urn:uuid:" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
 
 // blockOpts are recordOpts for a record whose block is n bytes: its
 // builder holds the block in memory up to 1 MiB (on disk beyond, as
@@ -517,7 +545,7 @@ func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file strin
 }
 
 func requestRecord(ex *exchange, date time.Time) (gowarc.WarcRecord, error) {
-	rb := gowarc.NewRecordBuilder(gowarc.Request, blockOpts(ex.req.Len())...)
+	rb := newRecordBuilder(gowarc.Request, blockOpts(ex.req.Len())...)
 	header(rb, ex, date, contentTypeRequest)
 	d, err := writeDigested(rb, ex.req.Reader())
 	if err != nil {
@@ -528,7 +556,7 @@ func requestRecord(ex *exchange, date time.Time) (gowarc.WarcRecord, error) {
 }
 
 func responseRecord(ex *exchange, date time.Time, r response, parsed, truncated bool) (gowarc.WarcRecord, error) {
-	rb := gowarc.NewRecordBuilder(gowarc.Response, blockOpts(ex.resp.Len())...)
+	rb := newRecordBuilder(gowarc.Response, blockOpts(ex.resp.Len())...)
 	header(rb, ex, date, contentTypeResponse)
 	rb.AddWarcHeader(gowarc.WarcBlockDigest, r.blockDigest)
 	switch {
@@ -548,7 +576,7 @@ func responseRecord(ex *exchange, date time.Time, r response, parsed, truncated 
 // revisitRecord is a revisit of ref: its block is the response's header
 // only; the payload is the referred-to record's.
 func revisitRecord(ex *exchange, date time.Time, r response, ref *Capture, profile string) (gowarc.WarcRecord, error) {
-	rb := gowarc.NewRecordBuilder(gowarc.Revisit, blockOpts(r.headerLen)...)
+	rb := newRecordBuilder(gowarc.Revisit, blockOpts(r.headerLen)...)
 	header(rb, ex, date, contentTypeResponse)
 	rb.AddWarcHeader(gowarc.WarcProfile, profile)
 	rb.AddWarcHeader(gowarc.WarcRefersToTargetURI, ref.PayloadURL)
