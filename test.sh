@@ -82,6 +82,11 @@ go vet ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 -timeout 25m ./...
 
+# The race detector over the cores that many goroutines share (admission,
+# politeness, the URLFrontier index, WARC writing, crawls, captures): it found
+# a data race in gowarc's record builder that the plain run cannot see.
+go test -race -count=1 -timeout 10m ./admit ./politeness ./urlfrontier ./warc ./crawls ./captures
+
 # Every fuzz target for a short budget on top of its saved corpus (which the
 # plain test run above already replays): the URL parser longest, then each
 # decoder of untrusted bytes (snapshots, revisit-window files, Guava streams, pipeline messages,
