@@ -152,11 +152,17 @@ func (x *index) has(key string, rev uint64) bool {
 }
 
 // deleteEntry removes a URL at rev.
+//
+// A server's own removal applies even when the watch is past rev: it
+// removes nothing newer (a value stored after it has a higher revision),
+// and waiting for the watch would leave the URL ready in the index after
+// the queue's next state, which may come from the bucket first
+// (putQueueFrom), so it would be handed out again.
 func (x *index) deleteEntry(key string, rev uint64, own bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !fresh(&x.seen, rev, own) {
-		return
+	if !own {
+		x.seen = max(x.seen, rev)
 	}
 	it := x.items[key]
 	if it == nil || it.rev >= rev {
@@ -190,6 +196,29 @@ func (x *index) putQueue(stateKey string, rev uint64, s *QueueState, own bool) {
 		return
 	}
 	q := x.crawl(s.Crawl).queue(stateKey, s.Key)
+	if q.stateRev >= rev {
+		return
+	}
+	q.state, q.stateRev = s, rev
+}
+
+// putQueueFrom stores a queue's state at rev written by this server over
+// the state at base, which it read from the bucket, only if the index held
+// that state: an index behind the bucket must not take a queue's new state
+// before the URL changes that came before it (another server's completion
+// of a URL, say), which its watch delivers first. Else the watch brings
+// both, in order.
+func (x *index) putQueueFrom(stateKey string, base, rev uint64, s *QueueState) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !fresh(&x.seen, rev, true) {
+		return
+	}
+	q := x.crawl(s.Crawl).queue(stateKey, s.Key)
+	if q.stateRev != base && (base != 0 || q.state != nil) {
+		x.pruneLocked(q)
+		return
+	}
 	if q.stateRev >= rev {
 		return
 	}

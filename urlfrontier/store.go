@@ -343,7 +343,7 @@ func (s *store) updateQueue(ctx context.Context, crawl, key string, change func(
 			if key == "" {
 				s.x.putDefault(crawl, r.rev, q.Delay, true)
 			} else {
-				s.x.putQueue(stateKey, r.rev, q, true)
+				s.x.putQueueFrom(stateKey, rev, r.rev, q)
 			}
 			return nil
 		case errors.Is(r.err, errConflict):
