@@ -133,7 +133,6 @@ func (s *Server) follow(ctx context.Context, p *peers, loaded func()) {
 		errc := make(chan error, 1)
 		go func() { errc <- s.store.watch(wctx, from, func() { once.Do(func() { close(ready) }) }) }()
 		s.watching.Store(true)
-		loading := true
 	watch:
 		for {
 			select {
@@ -147,18 +146,18 @@ func (s *Server) follow(ctx context.Context, p *peers, loaded func()) {
 				// ended before it was loaded).
 				s.o.Logger.Warn("urlfrontier: watch", "error", err)
 				stop()
-				if !loading {
+				if ready == nil { // loaded
 					from = s.store.x.watched() + 1
 				}
 				pause(ctx, time.Second)
 				break watch
 			case <-ready:
 				loaded()
-				ready, loading = nil, false
+				ready = nil // loaded: a nil channel is never ready again
 			case <-check.C:
 			}
-			if loading {
-				continue
+			if ready != nil {
+				continue // still loading
 			}
 			// A server that appeared before this check is one it sees.
 			drain(p.appeared)

@@ -100,6 +100,19 @@ func client(rec *Recorder) *http.Client {
 	}
 }
 
+// recording starts the test site and a Writer in a new directory, with an
+// HTTP client recording into it (bodies up to 1 MiB).
+func recording(t *testing.T) (srv *httptest.Server, dir string, w *Writer, c *http.Client) {
+	t.Helper()
+	srv, _ = site(t)
+	dir = t.TempDir()
+	w, err := Open(Options{Dir: dir, CrawlerID: "test-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, dir, w, client(NewRecorder(w, RecorderOptions{MaxBodySize: 1 << 20}))
+}
+
 func get(t testing.TB, c *http.Client, ctx context.Context, u string, limit int64) []byte {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -213,13 +226,7 @@ func firstFile(t *testing.T, dir string) string {
 // its gzip framing; webrecorder's `warcio cdx-index` indexes them, and its
 // index must equal the one written beside the file.
 func TestReadByOthers(t *testing.T) {
-	srv, _ := site(t)
-	dir := t.TempDir()
-	w, err := Open(Options{Dir: dir, CrawlerID: "test-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client(NewRecorder(w, RecorderOptions{MaxBodySize: 1 << 20}))
+	srv, dir, w, c := recording(t)
 	for _, p := range []string{"/fixed", "/chunked", "/gzip", "/missing", "/redirect", "/long", "/fixed"} {
 		get(t, c, context.Background(), srv.URL+p, 1<<30)
 	}
@@ -334,13 +341,7 @@ func TestPayloadStoredOnce(t *testing.T) {
 // Internet Archive's tool verifies it), and with -race no two record
 // builders race (gowarc's own builder did: newRecordBuilder).
 func TestConcurrentExchanges(t *testing.T) {
-	srv, _ := site(t)
-	dir := t.TempDir()
-	w, err := Open(Options{Dir: dir, CrawlerID: "test-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client(NewRecorder(w, RecorderOptions{MaxBodySize: 1 << 20}))
+	srv, dir, w, c := recording(t)
 	const workers, each = 8, 10
 	paths := []string{"/fixed", "/chunked", "/gzip", "/missing", "/redirect"}
 	var wg sync.WaitGroup
