@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sievecrawl/sieve/internal/toolstest"
 )
 
 // Record is a WARC record as read back: where its gzip member is, its
@@ -137,52 +139,11 @@ func SHA1(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// tool finds a program the tests read WARC files with, written by others:
-// in $SIEVE_TOOLS (where test.sh installs them) or on the PATH. With
-// CI=true a missing tool fails the test.
-func tool(t testing.TB, name string, rel ...string) string {
-	t.Helper()
-	if dir := toolsDir(); dir != "" {
-		for _, r := range rel {
-			if p := filepath.Join(dir, r); isExec(p) {
-				return p
-			}
-		}
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed (./test.sh installs it into $SIEVE_TOOLS)", name)
-	}
-	t.Skipf("%s is not installed; ./test.sh installs it", name)
-	return ""
-}
-
-// toolsDir is $SIEVE_TOOLS, or where test.sh puts the tools by default.
-func toolsDir() string {
-	if dir := os.Getenv("SIEVE_TOOLS"); dir != "" {
-		return dir
-	}
-	if dir := os.Getenv("XDG_CACHE_HOME"); dir != "" {
-		return filepath.Join(dir, "sieve-tools")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".cache", "sieve-tools")
-	}
-	return ""
-}
-
-func isExec(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
-
 // Verify runs the Internet Archive's `warc verify` on files and fails
 // the test unless it finds every file valid.
 func Verify(t testing.TB, files ...string) {
 	t.Helper()
-	bin := tool(t, "ia-warc", "bin/ia-warc")
+	bin := toolstest.Find(t, "ia-warc", "bin/ia-warc")
 	out, err := exec.Command(bin, append([]string{"verify", "--json"}, files...)...).CombinedOutput()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -224,7 +185,7 @@ func validAll(out []byte, n int) bool {
 // lines.
 func CDXIndex(t testing.TB, file string) []string {
 	t.Helper()
-	bin := tool(t, "warcio", "node_modules/.bin/warcio")
+	bin := toolstest.Find(t, "warcio", "node_modules/.bin/warcio")
 	out, err := exec.Command(bin, "cdx-index", file).Output()
 	if err != nil {
 		t.Fatalf("warcio cdx-index: %v", err)
@@ -242,7 +203,7 @@ func CDXIndex(t testing.TB, file string) []string {
 // target URI of every record it reads.
 func Index(t testing.TB, file string) []IndexLine {
 	t.Helper()
-	bin := tool(t, "warcio", "node_modules/.bin/warcio")
+	bin := toolstest.Find(t, "warcio", "node_modules/.bin/warcio")
 	out, err := exec.Command(bin, "index", file).Output()
 	if err != nil {
 		t.Fatalf("warcio index: %v", err)
