@@ -59,6 +59,16 @@ if [ ! -x "$SIEVE_TOOLS/bin/ia-warc" ]; then
 		GOFLAGS=-mod=mod go build -o "$SIEVE_TOOLS/bin/ia-warc" github.com/internetarchive/gowarc/cmd/warc)
 	rm -rf "$scratch"
 fi
+# compose.yaml is checked by Docker Compose's own loader (`docker compose
+# config`, which needs no Docker engine), built by exact version like warc.
+if [ ! -x "$SIEVE_TOOLS/bin/docker-compose" ]; then
+	echo "test.sh: building Docker Compose v2.40.3 (a few minutes, once)"
+	scratch="$(mktemp -d)"
+	(cd "$scratch" && go mod init scratch >/dev/null 2>&1 &&
+		GOFLAGS=-mod=mod go get github.com/docker/compose/v2@v2.40.3 >/dev/null 2>&1 &&
+		GOFLAGS=-mod=mod go build -o "$SIEVE_TOOLS/bin/docker-compose" github.com/docker/compose/v2/cmd)
+	rm -rf "$scratch"
+fi
 if [ ! -x "$SIEVE_TOOLS/node_modules/.bin/warcio" ]; then
 	have npm || install npm npm
 	echo "test.sh: installing warcio 2.4.11 with npm"

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/internal/toolstest"
 )
 
 // composeFile is the part of compose.yaml the test checks.
@@ -177,3 +181,57 @@ func TestComposeFile(t *testing.T) {
 }
 
 func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
+
+// TestComposeConfigAccepted has Docker Compose itself (built by test.sh
+// from the Go module proxy; no Docker engine needed) load compose.yaml with
+// each of its profiles, as `docker compose --profile P config` does: it
+// must accept the file without a warning and resolve exactly the services
+// that run without a profile or in P.
+func TestComposeConfigAccepted(t *testing.T) {
+	bin := toolstest.Find(t, "docker-compose", "bin/docker-compose")
+	root := filepath.Join("..", "..")
+	data, err := os.ReadFile(filepath.Join(root, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Services map[string]struct {
+			Profiles []string `yaml:"profiles"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	for _, profile := range []string{"", "monitoring", "cluster"} {
+		t.Run("profile="+profile, func(t *testing.T) {
+			var want []string
+			for name, s := range raw.Services {
+				if len(s.Profiles) == 0 || slices.Contains(s.Profiles, profile) {
+					want = append(want, name)
+				}
+			}
+			args := []string{"--project-directory", root, "-f", filepath.Join(root, "compose.yaml")}
+			if profile != "" {
+				args = append(args, "--profile", profile)
+			}
+			cmd := exec.Command(bin, append(args, "config", "--format", "json")...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil || stderr.Len() > 0 {
+				t.Fatalf("docker compose config: %v\n%s", err, stderr.String())
+			}
+			var resolved struct {
+				Services map[string]json.RawMessage `json:"services"`
+			}
+			if err := json.Unmarshal(out, &resolved); err != nil {
+				t.Fatalf("docker compose config output: %v", err)
+			}
+			got := slices.Sorted(maps.Keys(resolved.Services))
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("docker compose resolves services %q, want %q", got, want)
+			}
+		})
+	}
+}
