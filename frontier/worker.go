@@ -191,13 +191,8 @@ type Worker struct {
 
 	closeCtx context.Context
 	closeFn  context.CancelFunc
-	// runOnce is used by nothing, yet without it the worker's layout
-	// changes and TestClusterSurvivesStreamLeaderDeath fails 4 runs in 4
-	// (with it 7 in 7 pass): a timing dependence not understood yet.
-	//lint:ignore U1000 kept until that dependence is found (see above)
-	runOnce sync.Once
-	runDone chan struct{}
-	ran     atomic.Bool
+	runDone  chan struct{}
+	ran      atomic.Bool
 }
 
 // NewWorker returns a Worker that reads and writes the pipeline's streams
