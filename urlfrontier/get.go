@@ -111,7 +111,7 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 		qw = append(qw, write{key: t.v.stateKey, value: encode(&q), rev: t.v.stateRev})
 		qs = append(qs, &q)
 	}
-	qres, err := s.store.cas(ctx, s.store.queues, qw)
+	qres, err := s.store.cas(ctx, qw)
 	if err != nil {
 		return errStatus(err)
 	}

@@ -1,6 +1,7 @@
 package urlfrontier_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -401,6 +402,72 @@ func TestListCountPurgeDelete(t *testing.T) {
 	// The id is free at once: the same URL is new in the new crawl.
 	if st := n.put(t, disc("c2", "https://z.example/1", "")); st["https://z.example/1"] != OK {
 		t.Fatalf("put after DeleteCrawl: %v", st)
+	}
+}
+
+// TestQueueAfterDelete: a queue deleted, alone or with its crawl, takes
+// new URLs and settings at once and hands them out. Its state's key holds
+// a delete marker then, which a create must write over.
+func TestQueueAfterDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		delete func(ctx context.Context, c pb.URLFrontierClient) error
+	}{
+		{"DeleteQueue", func(ctx context.Context, c pb.URLFrontierClient) error {
+			_, err := c.DeleteQueue(ctx, &pb.QueueWithinCrawlParams{CrawlID: "c", Key: "d.example"})
+			return err
+		}},
+		{"DeleteCrawl", func(ctx context.Context, c pb.URLFrontierClient) error {
+			_, err := c.DeleteCrawl(ctx, &pb.DeleteCrawlMessage{Value: "c"})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			n := e.start("n1")
+			ctx := ctxT(t)
+			n.put(t, disc("c", "https://d.example/1", ""))
+			setDelay := func(d uint32) {
+				t.Helper()
+				if _, err := n.client.SetDelay(ctx, &pb.QueueDelayParams{CrawlID: "c", Key: "d.example", DelayRequestable: d}); err != nil {
+					t.Fatalf("SetDelay: %v", err)
+				}
+			}
+			setDelay(5)
+			// The URL's turn: the queue's state is stored.
+			if got := n.get(t, anyCrawl(0, 0, 60)); len(got) != 1 {
+				t.Fatalf("GetURLs = %v, want the queued URL", got)
+			}
+			deleteAndPut := func(u string) {
+				t.Helper()
+				if err := tc.delete(ctx, n.client); err != nil {
+					t.Fatal(err)
+				}
+				if st := n.put(t, disc("c", u, "")); st[u] != OK {
+					t.Fatalf("put after %s: %v", tc.name, st)
+				}
+			}
+			// A turn taken over the marker (no delay: the default's).
+			deleteAndPut("https://d.example/2")
+			if got := n.get(t, anyCrawl(0, 0, 60)); !slices.Equal(got, []string{"https://d.example/2"}) {
+				t.Fatalf("GetURLs after %s = %v, want the new URL", tc.name, got)
+			}
+			// A setting stored over the marker, then honoured.
+			deleteAndPut("https://d.example/3")
+			setDelay(7)
+			if got := n.get(t, anyCrawl(0, 0, 60)); !slices.Equal(got, []string{"https://d.example/3"}) {
+				t.Fatalf("GetURLs after %s and SetDelay = %v, want the new URL", tc.name, got)
+			}
+			n.put(t, disc("c", "https://d.example/4", ""))
+			e.clk.Add(6 * time.Second)
+			if got := n.get(t, anyCrawl(0, 0, 60)); len(got) != 0 {
+				t.Fatalf("GetURLs within the new delay = %v, want none", got)
+			}
+			e.clk.Add(2 * time.Second)
+			if got := n.get(t, anyCrawl(0, 0, 60)); !slices.Equal(got, []string{"https://d.example/4"}) {
+				t.Fatalf("GetURLs after the new delay = %v", got)
+			}
+		})
 	}
 }
 

@@ -30,6 +30,8 @@ type store struct {
 	// in it.
 	urls   jetstream.KeyValue
 	queues jetstream.KeyValue
+	// stream is the queues bucket's stream, read for delete markers.
+	stream jetstream.Stream
 	state  jetstream.KeyValue
 	nodes  jetstream.KeyValue
 	x      *index
@@ -65,6 +67,11 @@ func openStore(ctx context.Context, js jetstream.JetStream, topo frontier.Topolo
 		*b.kv = kv
 	}
 	s.urls = s.queues
+	st, err := js.Stream(ctx, "KV_"+topo.URLFrontierQueuesBucket())
+	if err != nil {
+		return nil, fmt.Errorf("urlfrontier: bucket %s: %w", topo.URLFrontierQueuesBucket(), err)
+	}
+	s.stream = st
 	return s, nil
 }
 
@@ -176,11 +183,19 @@ var createHeader = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {"0"}}
 // asyncChunk bounds the writes awaiting acknowledgement at once.
 const asyncChunk = 1000
 
-// cas applies writes to kv's stream asynchronously and waits for every
-// acknowledgement (or ctx): one round trip per chunk of writes.
-func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) ([]result, error) {
+// cas applies writes to the queues bucket asynchronously and waits for
+// every acknowledgement (or ctx): one round trip per chunk of writes.
+//
+// A write that creates a key (rev 0) also succeeds over the key's delete
+// or purge marker, as jetstream's Create does: a removed key holds no
+// value, but its last revision is the marker's, so the create's first try
+// conflicts; cas reads the marker's revision and writes once more over
+// it. Without that, a queue deleted (DeleteQueue, DeleteCrawl) and then
+// given a URL or a delay could never store its state again.
+func (s *store) cas(ctx context.Context, writes []write) ([]result, error) {
 	res := make([]result, len(writes))
-	pre := "$KV." + kv.Bucket() + "."
+	pre := "$KV." + s.queues.Bucket() + "."
+	var over []int // creates that found a key's marker
 	for lo := 0; lo < len(writes); lo += asyncChunk {
 		hi := min(lo+asyncChunk, len(writes))
 		futures := make([]jetstream.PubAckFuture, hi-lo)
@@ -212,6 +227,9 @@ func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) 
 			case err := <-f.Err():
 				if isWrongSequence(err) {
 					err = errConflict
+					if w := writes[lo+i]; w.rev == 0 && !w.purge {
+						over = append(over, lo+i)
+					}
 				} else {
 					s.markUnsure()
 				}
@@ -222,7 +240,53 @@ func (s *store) cas(ctx context.Context, kv jetstream.KeyValue, writes []write) 
 			}
 		}
 	}
+	if len(over) == 0 {
+		return res, nil
+	}
+	again := make([]write, 0, len(over))
+	at := make([]int, 0, len(over))
+	for _, i := range over {
+		rev, err := s.markerRev(ctx, pre+writes[i].key)
+		if err != nil {
+			res[i].err = err
+			continue
+		}
+		if rev != 0 {
+			w := writes[i]
+			w.rev = rev
+			again = append(again, w)
+			at = append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return res, nil
+	}
+	res2, err := s.cas(ctx, again) // rev != 0: no further round
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		res[i] = res2[j]
+	}
 	return res, nil
+}
+
+// markerRev returns the revision of the delete or purge marker that is
+// subject's last message, or 0 when its last message is a value or it
+// has none.
+func (s *store) markerRev(ctx context.Context, subject string) (uint64, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("urlfrontier: read %s: %w", subject, err)
+	}
+	switch m.Header.Get("KV-Operation") {
+	case "DEL", "PURGE":
+		return m.Sequence, nil
+	}
+	return 0, nil
 }
 
 // publishAsync publishes m asynchronously, waiting while the connection
@@ -256,7 +320,7 @@ func (s *store) createURLs(ctx context.Context, keys []string, entries []*Entry)
 	for i, k := range keys {
 		writes[i] = write{key: k, value: encode(entries[i])}
 	}
-	res, err := s.cas(ctx, s.urls, writes)
+	res, err := s.cas(ctx, writes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -266,18 +330,7 @@ func (s *store) createURLs(ctx context.Context, keys []string, entries []*Entry)
 		case r.err == nil:
 			s.x.putEntry(keys[i], r.rev, entries[i], true)
 		case errors.Is(r.err, errConflict):
-			// The key holds a value, or a deleted one's marker: Create
-			// tells them apart.
-			rev, err := s.urls.Create(ctx, keys[i], writes[i].value)
-			switch {
-			case err == nil:
-				s.x.putEntry(keys[i], rev, entries[i], true)
-			case errors.Is(err, jetstream.ErrKeyExists):
-				dup[i] = true
-			default:
-				errs[i] = err
-				s.markUnsure()
-			}
+			dup[i] = true // the key holds a value
 		default:
 			errs[i] = r.err
 		}
@@ -334,7 +387,7 @@ func (s *store) updateQueue(ctx context.Context, crawl, key string, change func(
 			q = &QueueState{V: formatVersion, Crawl: crawl, Key: key}
 		}
 		change(q)
-		res, err := s.cas(ctx, s.queues, []write{{key: stateKey, value: encode(q), rev: rev}})
+		res, err := s.cas(ctx, []write{{key: stateKey, value: encode(q), rev: rev}})
 		if err != nil {
 			return err
 		}
