@@ -184,3 +184,42 @@ func TestArchiveDiskFull(t *testing.T) {
 	}
 	archived(t, site, warcDir)
 }
+
+// TestArchiveDirRefused: a WARC directory that cannot be written stops the
+// crawl before it fetches anything, saying which directory and why, with
+// exit status 1.
+func TestArchiveDirRefused(t *testing.T) {
+	readOnly := t.TempDir()
+	// A read-only file system of our own: the tests run as root where CI
+	// runs, and root writes to a directory whatever its mode.
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", readOnly).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mount a read-only tmpfs: %v: %s", err, out)
+		}
+		t.Skipf("cannot mount a read-only tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", readOnly).Run() })
+	aFile := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	site := startSite(t, testsite.Options{Pages: 10})
+	for _, tc := range []struct {
+		name, dir, why string
+	}{
+		{"missing", filepath.Join(t.TempDir(), "missing"), "no such file or directory"},
+		{"a file", aFile, "is not a directory"},
+		{"read-only", readOnly, "read-only file system"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"run", "--embedded", "--data-dir", t.TempDir(), "--warc-dir", tc.dir, "--seed", site.URL}, testRunFlags(2)...)
+			code, _, stderr := runCLI(t, t.Context(), args...)
+			if code != 1 || !strings.Contains(stderr, "warc.dir") || !strings.Contains(stderr, tc.dir) || !strings.Contains(stderr, tc.why) {
+				t.Errorf("exit %d, stderr %q: want 1, naming warc.dir, %s and %q", code, stderr, tc.dir, tc.why)
+			}
+			if f := site.Fetches(); len(f) > 0 {
+				t.Errorf("fetched %v with an archive that cannot be written", f)
+			}
+		})
+	}
+}
