@@ -110,7 +110,7 @@ func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(e
 	} else if !isNoKeys(err) {
 		return 0, err
 	}
-	n, err := s.store.purgeKeys(ctx, s.store.urls, keys)
+	n, err := s.store.purgeKeys(ctx, keys)
 	if err != nil || !states {
 		return n, err
 	}
@@ -126,7 +126,7 @@ func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(e
 	} else if !isNoKeys(err) {
 		return n, err
 	}
-	_, err = s.store.purgeKeys(ctx, s.store.queues, qkeys)
+	_, err = s.store.purgeKeys(ctx, qkeys)
 	return n, err
 }
 

@@ -437,25 +437,6 @@ func (x *index) entry(key string) (readyItem, bool) {
 	return readyItem{key: key, e: it.e, rev: it.rev}, true
 }
 
-// forgetQueue drops a queue's URLs and state (after a purge).
-func (x *index) forgetQueue(crawl, stateKey string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	c := x.crawls[crawl]
-	if c == nil {
-		return
-	}
-	q := c.queues[stateKey]
-	if q == nil {
-		return
-	}
-	for _, it := range q.due {
-		delete(x.items, it.key)
-	}
-	q.due, q.state = nil, nil
-	x.pruneLocked(q)
-}
-
 // itemHeap orders a queue's URLs by due time, then by URL.
 type itemHeap []*item
 

@@ -94,7 +94,11 @@ func TestIndexView(t *testing.T) {
 				tc.now, tc.max, ready, v.inProcess, v.queued, v.blocked(tc.now), tc.ready, tc.inProcess, 4-tc.inProcess, tc.blocked)
 		}
 	}
-	x.forgetQueue("c", "c.q")
+	// Purged, as DeleteQueue does: the URLs, then the queue's state.
+	for i, k := range []string{"c.q.1", "c.q.2", "c.q.3", "c.q.4"} {
+		x.deleteEntry(k, uint64(6+i), false)
+	}
+	x.deleteQueueKey("c.q", 10, false)
 	if ids := x.crawlIDs(); len(ids) != 0 {
 		t.Errorf("crawls after forgetting the only queue: %v", ids)
 	}

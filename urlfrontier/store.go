@@ -157,13 +157,12 @@ func (s *store) applyQueue(e jetstream.KeyValueEntry) {
 	s.x.putQueue(e.Key(), e.Revision(), q, false)
 }
 
-// write is one compare-and-set: value (nil with purge) for key if its last
-// revision is rev (0: the key has no value).
+// write is one compare-and-set: value for key if its last revision is rev
+// (0: the key has no value).
 type write struct {
 	key   string
 	value []byte
 	rev   uint64
-	purge bool
 }
 
 // result is a write's outcome: the new revision, or err (errConflict when
@@ -183,33 +182,21 @@ var createHeader = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {"0"}}
 // asyncChunk bounds the writes awaiting acknowledgement at once.
 const asyncChunk = 1000
 
-// cas applies writes to the queues bucket asynchronously and waits for
-// every acknowledgement (or ctx): one round trip per chunk of writes.
-//
-// A write that creates a key (rev 0) also succeeds over the key's delete
-// or purge marker, as jetstream's Create does: a removed key holds no
-// value, but its last revision is the marker's, so the create's first try
-// conflicts; cas reads the marker's revision and writes once more over
-// it. Without that, a queue deleted (DeleteQueue, DeleteCrawl) and then
-// given a URL or a delay could never store its state again.
-func (s *store) cas(ctx context.Context, writes []write) ([]result, error) {
-	res := make([]result, len(writes))
-	pre := "$KV." + s.queues.Bucket() + "."
-	var over []int // creates that found a key's marker
-	for lo := 0; lo < len(writes); lo += asyncChunk {
-		hi := min(lo+asyncChunk, len(writes))
+// subject is the stream subject of a key of the queues bucket.
+func (s *store) subject(key string) string { return "$KV." + s.queues.Bucket() + "." + key }
+
+// publishAll publishes msgs asynchronously and waits for every
+// acknowledgement (or ctx): one round trip per chunk of asyncChunk. Each
+// message's outcome is its result: its revision, errConflict when its
+// expected revision was not the key's, or another error, whose outcome
+// this server cannot know (the index is then marked unsure).
+func (s *store) publishAll(ctx context.Context, msgs []*nats.Msg) ([]result, error) {
+	res := make([]result, len(msgs))
+	for lo := 0; lo < len(msgs); lo += asyncChunk {
+		hi := min(lo+asyncChunk, len(msgs))
 		futures := make([]jetstream.PubAckFuture, hi-lo)
 		for i := lo; i < hi; i++ {
-			w := writes[i]
-			m := &nats.Msg{Subject: pre + w.key, Data: w.value, Header: createHeader}
-			if w.purge || w.rev != 0 {
-				m.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(w.rev, 10)}}
-			}
-			if w.purge {
-				m.Header.Set("KV-Operation", "PURGE")
-				m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-			}
-			f, err := s.publishAsync(ctx, m)
+			f, err := s.publishAsync(ctx, msgs[i])
 			if err != nil {
 				res[i].err = err
 				s.markUnsure()
@@ -227,9 +214,6 @@ func (s *store) cas(ctx context.Context, writes []write) ([]result, error) {
 			case err := <-f.Err():
 				if isWrongSequence(err) {
 					err = errConflict
-					if w := writes[lo+i]; w.rev == 0 && !w.purge {
-						over = append(over, lo+i)
-					}
 				} else {
 					s.markUnsure()
 				}
@@ -240,19 +224,41 @@ func (s *store) cas(ctx context.Context, writes []write) ([]result, error) {
 			}
 		}
 	}
-	if len(over) == 0 {
-		return res, nil
+	return res, nil
+}
+
+// cas applies writes to the queues bucket, all in one publishAll.
+//
+// A write that creates a key (rev 0) also succeeds over the key's delete
+// or purge marker, as jetstream's Create does: a removed key holds no
+// value, but its last revision is the marker's, so the create's first try
+// conflicts; cas reads the marker's revision and writes once more over
+// it. Without that, a queue deleted (DeleteQueue, DeleteCrawl) and then
+// given a URL or a delay could never store its state again.
+func (s *store) cas(ctx context.Context, writes []write) ([]result, error) {
+	msgs := make([]*nats.Msg, len(writes))
+	for i, w := range writes {
+		msgs[i] = &nats.Msg{Subject: s.subject(w.key), Data: w.value, Header: createHeader}
+		if w.rev != 0 {
+			msgs[i].Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(w.rev, 10)}}
+		}
 	}
-	again := make([]write, 0, len(over))
-	at := make([]int, 0, len(over))
-	for _, i := range over {
-		rev, err := s.markerRev(ctx, pre+writes[i].key)
+	res, err := s.publishAll(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	var again []write
+	var at []int
+	for i, w := range writes {
+		if w.rev != 0 || !errors.Is(res[i].err, errConflict) {
+			continue
+		}
+		rev, err := s.markerRev(ctx, msgs[i].Subject)
 		if err != nil {
 			res[i].err = err
 			continue
 		}
 		if rev != 0 {
-			w := writes[i]
 			w.rev = rev
 			again = append(again, w)
 			at = append(at, i)
@@ -407,37 +413,25 @@ func (s *store) updateQueue(ctx context.Context, crawl, key string, change func(
 	}
 }
 
-// purgeKeys removes keys from kv (markers every watcher sees), returning
-// how many it removed: all of them (the caller found them).
-func (s *store) purgeKeys(ctx context.Context, kv jetstream.KeyValue, keys []string) (int, error) {
+// purgeKeys removes keys from the queues bucket (markers every watcher
+// sees), returning how many it removed: all of them (the caller found
+// them).
+func (s *store) purgeKeys(ctx context.Context, keys []string) (int, error) {
 	// Purges are not compare-and-set: no expected revision header.
-	res := make([]result, len(keys))
-	pre := "$KV." + kv.Bucket() + "."
-	for lo := 0; lo < len(keys); lo += asyncChunk {
-		hi := min(lo+asyncChunk, len(keys))
-		futures := make([]jetstream.PubAckFuture, hi-lo)
-		for i := lo; i < hi; i++ {
-			m := &nats.Msg{Subject: pre + keys[i], Header: nats.Header{}}
-			m.Header.Set("KV-Operation", "PURGE")
-			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-			f, err := s.publishAsync(ctx, m)
-			if err != nil {
-				s.markUnsure()
-				return 0, err
-			}
-			futures[i-lo] = f
-		}
-		for i, f := range futures {
-			select {
-			case ack := <-f.Ok():
-				res[lo+i].rev = ack.Sequence
-			case err := <-f.Err():
-				s.markUnsure()
-				return 0, err
-			case <-ctx.Done():
-				s.markUnsure()
-				return 0, ctx.Err()
-			}
+	msgs := make([]*nats.Msg, len(keys))
+	for i, k := range keys {
+		msgs[i] = &nats.Msg{Subject: s.subject(k), Header: nats.Header{
+			"KV-Operation":      {"PURGE"},
+			jetstream.MsgRollup: {jetstream.MsgRollupSubject},
+		}}
+	}
+	res, err := s.publishAll(ctx, msgs)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range res {
+		if r.err != nil {
+			return 0, r.err
 		}
 	}
 	for i, r := range res {
