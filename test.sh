@@ -46,29 +46,27 @@ if ! have chromium && ! have chromium-browser && ! have google-chrome; then
 	install chromium chromium
 fi
 
-# WARC files are checked by tools nobody here wrote: the Internet Archive's
-# `warc verify` (Go module proxy, built by exact version in a scratch module)
-# and webrecorder's `warcio` (npm). Both go to a cache outside the checkout.
+# Output is checked by tools nobody here wrote, kept in a cache outside the
+# checkout: WARC files by the Internet Archive's `warc verify` and
+# webrecorder's `warcio` (npm), compose.yaml by Docker Compose's own loader
+# (`docker compose config`, which needs no Docker engine).
 export SIEVE_TOOLS="${SIEVE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/sieve-tools}"
 mkdir -p "$SIEVE_TOOLS/bin"
-if [ ! -x "$SIEVE_TOOLS/bin/ia-warc" ]; then
-	echo "test.sh: building the Internet Archive's warc tool (gowarc v0.8.96)"
+
+# go_tool NAME MODULE@VERSION PACKAGE: builds a program from the Go module
+# proxy, by exact version in a scratch module, into $SIEVE_TOOLS/bin/NAME.
+go_tool() {
+	[ -x "$SIEVE_TOOLS/bin/$1" ] && return
+	echo "test.sh: building $1 ($2; once, it may take minutes)"
+	local scratch
 	scratch="$(mktemp -d)"
 	(cd "$scratch" && go mod init scratch >/dev/null 2>&1 &&
-		GOFLAGS=-mod=mod go get github.com/internetarchive/gowarc@v0.8.96 >/dev/null 2>&1 &&
-		GOFLAGS=-mod=mod go build -o "$SIEVE_TOOLS/bin/ia-warc" github.com/internetarchive/gowarc/cmd/warc)
+		GOFLAGS=-mod=mod go get "$2" >/dev/null 2>&1 &&
+		GOFLAGS=-mod=mod go build -o "$SIEVE_TOOLS/bin/$1" "$3")
 	rm -rf "$scratch"
-fi
-# compose.yaml is checked by Docker Compose's own loader (`docker compose
-# config`, which needs no Docker engine), built by exact version like warc.
-if [ ! -x "$SIEVE_TOOLS/bin/docker-compose" ]; then
-	echo "test.sh: building Docker Compose v2.40.3 (a few minutes, once)"
-	scratch="$(mktemp -d)"
-	(cd "$scratch" && go mod init scratch >/dev/null 2>&1 &&
-		GOFLAGS=-mod=mod go get github.com/docker/compose/v2@v2.40.3 >/dev/null 2>&1 &&
-		GOFLAGS=-mod=mod go build -o "$SIEVE_TOOLS/bin/docker-compose" github.com/docker/compose/v2/cmd)
-	rm -rf "$scratch"
-fi
+}
+go_tool ia-warc github.com/internetarchive/gowarc@v0.8.96 github.com/internetarchive/gowarc/cmd/warc
+go_tool docker-compose github.com/docker/compose/v2@v2.40.3 github.com/docker/compose/v2/cmd
 if [ ! -x "$SIEVE_TOOLS/node_modules/.bin/warcio" ]; then
 	have npm || install npm npm
 	echo "test.sh: installing warcio 2.4.11 with npm"
