@@ -140,15 +140,7 @@ func TestArchiveSurvivesKill(t *testing.T) {
 // non-zero; the file is valid up to its last complete record; with room
 // again, the next run fetches what was not kept.
 func TestArchiveDiskFull(t *testing.T) {
-	warcDir := t.TempDir()
-	// A small tmpfs of our own (the tests run as root where CI runs).
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", warcDir).CombinedOutput(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("mount a small tmpfs: %v: %s", err, out)
-		}
-		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", warcDir).Run() })
+	warcDir := mountTmpfs(t, "size=160k")
 	bin := crawlerBinary(t)
 	site := startSite(t, testsite.Options{Pages: 150})
 	data := t.TempDir()
@@ -189,16 +181,8 @@ func TestArchiveDiskFull(t *testing.T) {
 // crawl before it fetches anything, saying which directory and why, with
 // exit status 1.
 func TestArchiveDirRefused(t *testing.T) {
-	readOnly := t.TempDir()
-	// A read-only file system of our own: the tests run as root where CI
-	// runs, and root writes to a directory whatever its mode.
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", readOnly).CombinedOutput(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("mount a read-only tmpfs: %v: %s", err, out)
-		}
-		t.Skipf("cannot mount a read-only tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", readOnly).Run() })
+	// A read-only file system: root writes to a directory whatever its mode.
+	readOnly := mountTmpfs(t, "ro,size=64k")
 	aFile := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -222,4 +206,20 @@ func TestArchiveDirRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mountTmpfs mounts a tmpfs of our own with options on a new directory,
+// unmounted at the test's end. It needs root, as the tests run where CI
+// runs: without it the test is skipped, or fails with CI=true.
+func mountTmpfs(t *testing.T, options string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mount a tmpfs (%s): %v: %s", options, err, out)
+		}
+		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
 }

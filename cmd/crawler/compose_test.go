@@ -30,6 +30,7 @@ type composeFile struct {
 		Volumes     []string          `yaml:"volumes"`
 		Ports       []string          `yaml:"ports"`
 		Container   string            `yaml:"container_name"`
+		Profiles    []string          `yaml:"profiles"`
 		DependsOn   dependsOn         `yaml:"depends_on"`
 		Healthcheck *struct {
 			Test []string `yaml:"test"`
@@ -81,16 +82,8 @@ func envNames(tb testing.TB, target any) (map[string]bool, *config.Loader) {
 // wiring, and that every SIEVE_* variable is one the program reads and holds
 // a valid value.
 func TestComposeFile(t *testing.T) {
-	root := filepath.Join("..", "..")
-	data, err := os.ReadFile(filepath.Join(root, "compose.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c composeFile
-	if err := yaml.Unmarshal(data, &c); err != nil {
-		t.Fatalf("compose.yaml: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "Dockerfile")); err != nil {
+	c := readCompose(t)
+	if _, err := os.Stat(filepath.Join(repoRoot, "Dockerfile")); err != nil {
 		t.Fatalf("Dockerfile: %v", err)
 	}
 	for _, name := range []string{"redis", "nats", "dedup-worker", "crawler"} {
@@ -180,6 +173,23 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
+// repoRoot is the repository's root, where compose.yaml is.
+var repoRoot = filepath.Join("..", "..")
+
+// readCompose reads compose.yaml as written (no profile applied).
+func readCompose(t *testing.T) composeFile {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	return c
+}
+
 func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
 
 // TestComposeConfigAccepted has Docker Compose itself (built by test.sh
@@ -189,19 +199,7 @@ func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
 // that run without a profile or in P.
 func TestComposeConfigAccepted(t *testing.T) {
 	bin := toolstest.Find(t, "docker-compose", "bin/docker-compose")
-	root := filepath.Join("..", "..")
-	data, err := os.ReadFile(filepath.Join(root, "compose.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw struct {
-		Services map[string]struct {
-			Profiles []string `yaml:"profiles"`
-		} `yaml:"services"`
-	}
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		t.Fatalf("compose.yaml: %v", err)
-	}
+	raw := readCompose(t)
 	for _, profile := range []string{"", "monitoring", "cluster"} {
 		t.Run("profile="+profile, func(t *testing.T) {
 			var want []string
@@ -210,7 +208,7 @@ func TestComposeConfigAccepted(t *testing.T) {
 					want = append(want, name)
 				}
 			}
-			args := []string{"--project-directory", root, "-f", filepath.Join(root, "compose.yaml")}
+			args := []string{"--project-directory", repoRoot, "-f", filepath.Join(repoRoot, "compose.yaml")}
 			if profile != "" {
 				args = append(args, "--profile", profile)
 			}
