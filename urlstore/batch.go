@@ -1,0 +1,142 @@
+package urlstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// batchVersion is the first byte of an encoded batch: the log's format.
+const batchVersion = 1
+
+// The kinds of operation a batch holds, one byte each in the encoding.
+const (
+	opSet          = 1 // key, value
+	opSetIfAbsent  = 2 // key, value: only if the key holds none
+	opDelete       = 3 // key
+	opDeletePrefix = 4 // prefix: every key that starts with it
+)
+
+// MaxKeyBytes bounds a key, so a corrupt length cannot ask for gigabytes.
+const MaxKeyBytes = 4 << 10
+
+// MaxValueBytes bounds a value.
+const MaxValueBytes = 1 << 20
+
+// ErrBadBatch is the error of a batch that does not decode: a log entry
+// written by something else, or damaged.
+var ErrBadBatch = errors.New("urlstore: bad batch")
+
+// Batch is a list of changes applied together, in order, and atomically:
+// one entry of the log. Its encoding is the log's format:
+//
+//	version (1)  then per operation:
+//	kind (1)  uvarint key length  key  [uvarint value length  value]
+//
+// (a value only for Set and SetIfAbsent). SetIfAbsent reads the store as
+// the operations before it in the same batch left it, so every replica
+// that applies the log in order reaches the same state. The zero value is
+// an empty batch. A Batch is not safe for concurrent use.
+type Batch struct {
+	data []byte
+	n    int
+}
+
+func (b *Batch) op(kind byte, key, value []byte, hasValue bool) {
+	if len(b.data) == 0 {
+		b.data = append(b.data, batchVersion)
+	}
+	b.data = append(b.data, kind)
+	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
+	b.data = append(b.data, key...)
+	if hasValue {
+		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
+		b.data = append(b.data, value...)
+	}
+	b.n++
+}
+
+// Set stores value under key.
+func (b *Batch) Set(key, value []byte) { b.op(opSet, key, value, true) }
+
+// SetIfAbsent stores value under key if the key holds no value then.
+func (b *Batch) SetIfAbsent(key, value []byte) { b.op(opSetIfAbsent, key, value, true) }
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) { b.op(opDelete, key, nil, false) }
+
+// DeletePrefix removes every key that starts with prefix (an empty prefix
+// is refused when the batch is written: it would remove everything).
+func (b *Batch) DeletePrefix(prefix []byte) { b.op(opDeletePrefix, prefix, nil, false) }
+
+// Len is the number of operations in the batch.
+func (b *Batch) Len() int { return b.n }
+
+// Size is the batch's encoded size in bytes.
+func (b *Batch) Size() int { return len(b.data) }
+
+// Reset empties the batch, keeping its buffer.
+func (b *Batch) Reset() { b.data, b.n = b.data[:0], 0 }
+
+// Bytes is the batch's encoding (what the log stores).
+func (b *Batch) Bytes() []byte { return b.data }
+
+// operation is one decoded operation; key and value alias the batch.
+type operation struct {
+	kind       byte
+	key, value []byte
+}
+
+// check validates the batch as decode would, and the rules only a writer
+// is held to (no empty prefix, keys and values within bounds).
+func (b *Batch) check() error {
+	return decodeBatch(b.data, func(op operation) error {
+		if op.kind == opDeletePrefix && len(op.key) == 0 {
+			return fmt.Errorf("%w: an empty prefix would delete everything", ErrBadBatch)
+		}
+		return nil
+	})
+}
+
+// decodeBatch calls fn for each operation of an encoded batch, in order.
+// It never panics on bad input: a short, oversized or unknown operation
+// is ErrBadBatch.
+func decodeBatch(data []byte, fn func(operation) error) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if data[0] != batchVersion {
+		return fmt.Errorf("%w: version %d", ErrBadBatch, data[0])
+	}
+	rest := data[1:]
+	field := func(limit uint64) ([]byte, error) {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || n > limit || n > uint64(len(rest)-w) {
+			return nil, fmt.Errorf("%w: field length", ErrBadBatch)
+		}
+		f := rest[w : w+int(n) : w+int(n)]
+		rest = rest[w+int(n):]
+		return f, nil
+	}
+	for len(rest) > 0 {
+		op := operation{kind: rest[0]}
+		rest = rest[1:]
+		var err error
+		if op.key, err = field(MaxKeyBytes); err != nil {
+			return err
+		}
+		switch op.kind {
+		case opSet, opSetIfAbsent:
+			if op.value, err = field(MaxValueBytes); err != nil {
+				return err
+			}
+		case opDelete, opDeletePrefix:
+		default:
+			return fmt.Errorf("%w: operation %d", ErrBadBatch, op.kind)
+		}
+		if err := fn(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package urlstore
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrConflict is the error of an append whose expected last sequence was
+// not the partition's: another writer appended meanwhile.
+var ErrConflict = errors.New("urlstore: partition changed meanwhile")
+
+// Entry is one entry of the log: a batch appended to a partition.
+type Entry struct {
+	Seq  uint64 // its sequence, growing over the whole log
+	Part int
+	Data []byte // an encoded Batch
+	// Pending is how many entries follow it in the log when it was read
+	// (0: it is the last), for reporting the progress of a catch-up.
+	Pending uint64
+}
+
+// Log is the replicated, ordered record of every change of a store, in
+// partitions: the truth that every Store sharing it applies to its local
+// index, and rebuilds it from. Declared here, where it is used; the
+// JetStream stream is one (frontier.StoreLog), MemLog the in-memory twin.
+//
+// Sequences grow over the whole log, not per partition; a partition's
+// last sequence is the sequence of its last entry (0: it has none).
+type Log interface {
+	// Append stores data as the next entry of part if the sequence of
+	// part's last entry is last, returning the new entry's sequence, or
+	// ErrConflict if it was another. Any other error leaves it unknown
+	// whether the entry was stored.
+	Append(ctx context.Context, part int, last uint64, data []byte) (uint64, error)
+	// Last returns the sequence of part's last entry (0: none).
+	Last(ctx context.Context, part int) (uint64, error)
+	// Read calls fn with every entry after sequence after, in order,
+	// and goes on with each new one until ctx ends (returning nil) or fn
+	// returns an error (which Read returns). caughtUp is called once,
+	// after fn had every entry the log held when Read began.
+	Read(ctx context.Context, after uint64, caughtUp func(), fn func(Entry) error) error
+}

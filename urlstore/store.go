@@ -1,0 +1,412 @@
+package urlstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Options configure a Store. The zero value means every default.
+type Options struct {
+	// CacheBytes is Pebble's block cache: the most RAM reads keep, whatever
+	// the number of keys (default 16 MiB).
+	CacheBytes int64
+	// Logf reports a catch-up's progress and the log's bad entries (nil:
+	// nothing is reported).
+	Logf func(format string, args ...any)
+}
+
+// Store is a local index of a Log: the state its entries leave, in a Pebble
+// database in one directory. Writes go to the log first, then here; a
+// follower applies every other writer's entries in log order. It is safe
+// for concurrent use.
+type Store struct {
+	db   *pebble.DB
+	log  Log
+	logf func(string, ...any)
+
+	mu    sync.Mutex
+	parts map[int]*part
+	// applied is closed and replaced whenever an entry is applied.
+	applied chan struct{}
+
+	// followed is the last sequence the follower read (all partitions).
+	followed atomic.Uint64
+	ready    chan struct{}
+	readyOne sync.Once
+	// stats
+	entries, bad atomic.Uint64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed sync.Once
+	errMu  sync.Mutex
+	err    error // the follower's last error, for Health
+}
+
+// part is one partition's place in the log.
+type part struct {
+	mu   sync.Mutex // held while appending or applying
+	last uint64     // sequence of its last entry applied here
+}
+
+// Keys inside the database: the store's own under 0x00, users' under 0x01,
+// so no user key can overwrite a sequence.
+var (
+	appliedPrefix = []byte{0, 'a'} // + partition (4 bytes BE) → sequence (8 bytes BE)
+	followedKey   = []byte{0, 'f'} // → sequence (8 bytes BE)
+)
+
+const userPrefix = 1
+
+func userKey(k []byte) []byte {
+	out := make([]byte, 1+len(k))
+	out[0] = userPrefix
+	copy(out[1:], k)
+	return out
+}
+
+func appliedKey(p int) []byte {
+	return binary.BigEndian.AppendUint32(append([]byte(nil), appliedPrefix...), uint32(p))
+}
+
+// quiet is Pebble's logger: errors only, through Logf.
+type quiet struct{ logf func(string, ...any) }
+
+func (quiet) Infof(string, ...any) {}
+func (q quiet) Errorf(format string, args ...any) {
+	if q.logf != nil {
+		q.logf("urlstore: pebble: "+format, args...)
+	}
+}
+func (q quiet) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// Open opens (creating if needed) the store in dir over log and starts its
+// follower from where it stopped: a restart reads only the entries written
+// since, never the whole log. Ready says when it has caught up.
+func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error) {
+	cacheBytes := opts.CacheBytes
+	if cacheBytes <= 0 {
+		cacheBytes = 16 << 20
+	}
+	cache := pebble.NewCache(cacheBytes)
+	defer cache.Unref()
+	db, err := pebble.Open(dir, &pebble.Options{
+		Cache:              cache,
+		Logger:             quiet{opts.Logf},
+		FormatMajorVersion: pebble.FormatNewest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, log: log, logf: opts.Logf, parts: map[int]*part{},
+		applied: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	if err := s.loadSequences(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go s.follow(fctx)
+	return s, nil
+}
+
+func (s *Store) loadSequences() error {
+	v, ok, err := s.get(followedKey)
+	if err != nil {
+		return err
+	}
+	if ok && len(v) == 8 {
+		s.followed.Store(binary.BigEndian.Uint64(v))
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: appliedPrefix, UpperBound: prefixEnd(appliedPrefix)})
+	if err != nil {
+		return fmt.Errorf("urlstore: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(k) != len(appliedPrefix)+4 || len(v) != 8 {
+			continue
+		}
+		s.part(int(binary.BigEndian.Uint32(k[len(appliedPrefix):]))).last = binary.BigEndian.Uint64(v)
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("urlstore: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) part(p int) *part {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pt := s.parts[p]
+	if pt == nil {
+		pt = &part{}
+		s.parts[p] = pt
+	}
+	return pt
+}
+
+// Write appends b to partition p of the log and applies it here, returning
+// once the log has stored it (durably: what the log acknowledges). When
+// another writer appended to p since this store last applied it, Write
+// waits for the follower to apply that first, then appends again: every
+// store applies p's entries in one order. An error other than the
+// context's or a bad batch leaves it unknown whether b was stored; the
+// follower applies it here if it was.
+func (s *Store) Write(ctx context.Context, p int, b *Batch) error {
+	if p < 0 {
+		return fmt.Errorf("urlstore: partition %d", p)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	pt := s.part(p)
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	for {
+		seq, err := s.log.Append(ctx, p, pt.last, b.data)
+		if err == nil {
+			return s.apply(pt, p, seq, b.data, false)
+		}
+		if !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("urlstore: append to partition %d: %w", p, err)
+		}
+		last, err := s.log.Last(ctx, p)
+		if err != nil {
+			return fmt.Errorf("urlstore: partition %d: %w", p, err)
+		}
+		pt.mu.Unlock()
+		err = s.waitApplied(ctx, pt, last)
+		pt.mu.Lock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// waitApplied waits until the follower has applied pt up to seq.
+func (s *Store) waitApplied(ctx context.Context, pt *part, seq uint64) error {
+	for {
+		s.mu.Lock()
+		ch := s.applied
+		s.mu.Unlock()
+		pt.mu.Lock()
+		last := pt.last
+		pt.mu.Unlock()
+		if last >= seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		case <-time.After(time.Second): // the follower may be reconnecting
+		}
+	}
+}
+
+// apply writes an entry's operations and the partition's new sequence in
+// one Pebble batch, so the two never disagree. pt.mu is held. The batch
+// is not synced: the log is the durable copy, and an entry lost here by
+// a machine's crash is applied again from it, since the sequence went
+// with it.
+func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) error {
+	pb := s.db.NewIndexedBatch()
+	defer pb.Close()
+	err := decodeBatch(data, func(op operation) error {
+		k := userKey(op.key)
+		switch op.kind {
+		case opSet:
+			return pb.Set(k, op.value, nil)
+		case opSetIfAbsent:
+			_, closer, err := pb.Get(k)
+			if err == nil {
+				return closer.Close()
+			}
+			if !errors.Is(err, pebble.ErrNotFound) {
+				return err
+			}
+			return pb.Set(k, op.value, nil)
+		case opDelete:
+			return pb.Delete(k, nil)
+		case opDeletePrefix:
+			return pb.DeleteRange(k, prefixEnd(k), nil)
+		}
+		return nil
+	})
+	if errors.Is(err, ErrBadBatch) {
+		// Not ours, or damaged: skipped by every store alike.
+		s.bad.Add(1)
+		if s.logf != nil {
+			s.logf("urlstore: entry %d of partition %d skipped: %v", seq, p, err)
+		}
+		pb.Reset()
+	} else if err != nil {
+		return fmt.Errorf("urlstore: apply entry %d: %w", seq, err)
+	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], seq)
+	if err := pb.Set(appliedKey(p), v[:], nil); err != nil {
+		return err
+	}
+	if followed {
+		if err := pb.Set(followedKey, v[:], nil); err != nil {
+			return err
+		}
+	}
+	if err := pb.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("urlstore: apply entry %d: %w", seq, err)
+	}
+	pt.last = seq
+	s.entries.Add(1)
+	s.mu.Lock()
+	close(s.applied)
+	s.applied = make(chan struct{})
+	s.mu.Unlock()
+	return nil
+}
+
+// follow applies the log's entries from the last one followed, forever:
+// every writer's, in order (this store's own are skipped, applied when
+// written). It reads the log again after an error, from where it was.
+func (s *Store) follow(ctx context.Context) {
+	defer close(s.done)
+	var lastReport time.Time
+	for ctx.Err() == nil {
+		err := s.log.Read(ctx, s.followed.Load(), func() {
+			s.readyOne.Do(func() { close(s.ready) })
+		}, func(e Entry) error {
+			pt := s.part(e.Part)
+			pt.mu.Lock()
+			defer pt.mu.Unlock()
+			if e.Seq <= pt.last {
+				s.followed.Store(e.Seq)
+				return nil
+			}
+			if err := s.apply(pt, e.Part, e.Seq, e.Data, true); err != nil {
+				return err
+			}
+			s.followed.Store(e.Seq)
+			if s.logf != nil && e.Pending > 0 && time.Since(lastReport) > 5*time.Second {
+				lastReport = time.Now()
+				s.logf("urlstore: catching up: at entry %d, %d to go", e.Seq, e.Pending)
+			}
+			return nil
+		})
+		s.errMu.Lock()
+		s.err = err
+		s.errMu.Unlock()
+		if err != nil && s.logf != nil {
+			s.logf("urlstore: following the log: %v (again in 1s)", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Ready is closed once the store has applied every entry the log held
+// when it opened.
+func (s *Store) Ready() <-chan struct{} { return s.ready }
+
+// WaitReady waits for Ready or ctx.
+func (s *Store) WaitReady(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("urlstore: catching up with the log: %w", ctx.Err())
+	}
+}
+
+// Get returns a copy of key's value.
+func (s *Store) Get(key []byte) ([]byte, bool, error) { return s.get(userKey(key)) }
+
+func (s *Store) get(k []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("urlstore: get: %w", err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), true, nil
+}
+
+// Scan calls fn with each key starting with prefix and its value, in key
+// order, until fn returns false. key and value are valid only during the
+// call.
+func (s *Store) Scan(prefix []byte, fn func(key, value []byte) bool) error {
+	lo := userKey(prefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("urlstore: scan: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if !fn(it.Key()[1:], it.Value()) {
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return fmt.Errorf("urlstore: scan: %w", err)
+	}
+	return it.Close()
+}
+
+// Stats are a store's figures.
+type Stats struct {
+	Followed  uint64 // the last log sequence read
+	Applied   uint64 // entries applied since the store opened
+	Bad       uint64 // entries skipped as undecodable
+	DiskBytes uint64 // the database's files
+}
+
+// Stats returns the store's figures.
+func (s *Store) Stats() Stats {
+	return Stats{Followed: s.followed.Load(), Applied: s.entries.Load(), Bad: s.bad.Load(),
+		DiskBytes: s.db.Metrics().DiskSpaceUsage()}
+}
+
+// Flush writes the memtable to disk (tests and benchmarks measure files).
+func (s *Store) Flush() error { return s.db.Flush() }
+
+// Close stops the follower and closes the database. It is idempotent.
+func (s *Store) Close() error {
+	var err error
+	s.closed.Do(func() {
+		s.cancel()
+		<-s.done
+		err = s.db.Close()
+	})
+	return err
+}
+
+var _ io.Closer = (*Store)(nil)
+
+// prefixEnd is the first key after every key starting with p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}

@@ -1,0 +1,267 @@
+package urlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+func open(t testing.TB, dir string, log Log) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), dir, log, Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// dump is every key and value of a store.
+func dump(t testing.TB, s *Store) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	if err := s.Scan(nil, func(k, v []byte) bool { m[string(k)] = string(v); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// waitFollowed polls until s has read the log up to seq.
+func waitFollowed(t testing.TB, s *Store, seq uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats().Followed < seq {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %d, want %d", s.Stats().Followed, seq)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestOperations pins what each operation leaves, alone and after the
+// others of its batch (SetIfAbsent reads through its own batch).
+func TestOperations(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(b *Batch)
+		ops   func(b *Batch)
+		want  map[string]string
+	}{
+		{"set", nil, func(b *Batch) { b.Set([]byte("a"), []byte("1")) }, map[string]string{"a": "1"}},
+		{"set over", func(b *Batch) { b.Set([]byte("a"), []byte("1")) }, func(b *Batch) { b.Set([]byte("a"), []byte("2")) }, map[string]string{"a": "2"}},
+		{"set if absent, absent", nil, func(b *Batch) { b.SetIfAbsent([]byte("a"), []byte("1")) }, map[string]string{"a": "1"}},
+		{"set if absent, present", func(b *Batch) { b.Set([]byte("a"), []byte("1")) }, func(b *Batch) { b.SetIfAbsent([]byte("a"), []byte("2")) }, map[string]string{"a": "1"}},
+		{"set if absent after a set of the same batch", nil, func(b *Batch) {
+			b.Set([]byte("a"), []byte("1"))
+			b.SetIfAbsent([]byte("a"), []byte("2"))
+		}, map[string]string{"a": "1"}},
+		{"set if absent after a delete of the same batch", func(b *Batch) { b.Set([]byte("a"), []byte("1")) }, func(b *Batch) {
+			b.Delete([]byte("a"))
+			b.SetIfAbsent([]byte("a"), []byte("2"))
+		}, map[string]string{"a": "2"}},
+		{"delete", func(b *Batch) { b.Set([]byte("a"), []byte("1")); b.Set([]byte("b"), []byte("2")) }, func(b *Batch) { b.Delete([]byte("a")) }, map[string]string{"b": "2"}},
+		{"delete prefix", func(b *Batch) {
+			b.Set([]byte("c1/x"), []byte("1"))
+			b.Set([]byte("c1/y"), []byte("2"))
+			b.Set([]byte("c10/x"), []byte("3"))
+			b.Set([]byte("c2/x"), []byte("4"))
+		}, func(b *Batch) { b.DeletePrefix([]byte("c1/")) }, map[string]string{"c10/x": "3", "c2/x": "4"}},
+		{"delete prefix of 0xff bytes", func(b *Batch) { b.Set([]byte{0xff, 0xff, 1}, []byte("1")); b.Set([]byte{0xfe}, []byte("2")) },
+			func(b *Batch) { b.DeletePrefix([]byte{0xff}) }, map[string]string{"\xfe": "2"}},
+		{"empty value", nil, func(b *Batch) { b.Set([]byte("a"), nil) }, map[string]string{"a": ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t, t.TempDir(), &MemLog{})
+			for _, f := range []func(*Batch){c.setup, c.ops} {
+				if f == nil {
+					continue
+				}
+				var b Batch
+				f(&b)
+				if err := s.Write(t.Context(), 0, &b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := dump(t, s); !maps.Equal(got, c.want) {
+				t.Errorf("state = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestWriteRefusesBadBatches: a batch that would delete everything is
+// refused before it reaches the log.
+func TestWriteRefusesBadBatches(t *testing.T) {
+	log := &MemLog{}
+	s := open(t, t.TempDir(), log)
+	var b Batch
+	b.DeletePrefix(nil)
+	if err := s.Write(t.Context(), 0, &b); !errors.Is(err, ErrBadBatch) {
+		t.Errorf("Write(DeletePrefix(nil)) = %v, want ErrBadBatch", err)
+	}
+	if err := s.Write(t.Context(), -1, &Batch{}); err == nil {
+		t.Error("Write to partition -1 = nil, want an error")
+	}
+	if log.Len() != 0 {
+		t.Errorf("the log holds %d entries, want 0", log.Len())
+	}
+}
+
+// TestStoresConverge: stores sharing a log, written concurrently on the
+// same partitions, end with one state, and SetIfAbsent has one winner:
+// the first in the log, whoever wrote it.
+func TestStoresConverge(t *testing.T) {
+	log := &MemLog{}
+	stores := []*Store{open(t, t.TempDir(), log), open(t, t.TempDir(), log), open(t, t.TempDir(), log)}
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() {
+			for j := range 200 {
+				var b Batch
+				b.SetIfAbsent(fmt.Appendf(nil, "first/%d", j%20), fmt.Appendf(nil, "store%d", i))
+				b.Set(fmt.Appendf(nil, "last/%d", j%20), fmt.Appendf(nil, "store%d", i))
+				b.Set(fmt.Appendf(nil, "own/%d/%d", i, j), nil)
+				if err := s.Write(t.Context(), j%3, &b); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range stores {
+		waitFollowed(t, s, uint64(log.Len()))
+	}
+	want := dump(t, stores[0])
+	if len(want) != 20+20+3*200 {
+		t.Fatalf("%d keys, want %d", len(want), 20+20+3*200)
+	}
+	for i, s := range stores[1:] {
+		if got := dump(t, s); !maps.Equal(got, want) {
+			t.Errorf("store %d differs from store 0", i+1)
+		}
+	}
+}
+
+// TestRestartReadsOnlyTheTail: a store opened again applies only what
+// was written while it was closed; one in an empty directory rebuilds
+// everything from the log.
+func TestRestartReadsOnlyTheTail(t *testing.T) {
+	log := &MemLog{}
+	dir := t.TempDir()
+	a := open(t, dir, log)
+	other := open(t, t.TempDir(), log)
+	write := func(s *Store, from, n int) {
+		for i := from; i < from+n; i++ {
+			var b Batch
+			b.Set(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "v%d", i))
+			if err := s.Write(t.Context(), i%4, &b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(a, 0, 500)
+	waitFollowed(t, a, uint64(log.Len()))
+	a.Close()
+	write(other, 500, 30)
+	a = open(t, dir, log)
+	if got := a.Stats().Applied; got != 30 {
+		t.Errorf("reopened store applied %d entries, want the 30 written while it was closed", got)
+	}
+	if n := len(dump(t, a)); n != 530 {
+		t.Errorf("reopened store holds %d keys, want 530", n)
+	}
+	fresh := open(t, t.TempDir(), log)
+	if got, want := dump(t, fresh), dump(t, a); !maps.Equal(got, want) {
+		t.Errorf("a store rebuilt from the log holds %d keys, want %d", len(got), len(want))
+	}
+}
+
+// TestBadEntrySkipped: an entry that does not decode (something else wrote
+// to the log, or it is damaged) is counted and skipped by every store
+// alike; the store goes on.
+func TestBadEntrySkipped(t *testing.T) {
+	log := &MemLog{}
+	s := open(t, t.TempDir(), log)
+	if _, err := log.Append(t.Context(), 0, 0, []byte{1, opSet, 200}); err != nil { // a key length past the end
+		t.Fatal(err)
+	}
+	waitFollowed(t, s, 1)
+	var b Batch
+	b.Set([]byte("a"), []byte("1"))
+	if err := s.Write(t.Context(), 0, &b); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Bad; got != 1 {
+		t.Errorf("Bad = %d, want 1", got)
+	}
+	if got := dump(t, s); !maps.Equal(got, map[string]string{"a": "1"}) {
+		t.Errorf("state = %q", got)
+	}
+}
+
+// TestCloseLeaksNothing: Close stops the follower; a second Close is a
+// no-op.
+func TestCloseLeaksNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := Open(t.Context(), t.TempDir(), &MemLog{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// FuzzDecodeBatch: decoding never panics, and what decodes encodes to a
+// batch that decodes to the same operations.
+func FuzzDecodeBatch(f *testing.F) {
+	var b Batch
+	b.Set([]byte("k"), []byte("v"))
+	b.SetIfAbsent([]byte("k2"), nil)
+	b.Delete([]byte("k"))
+	b.DeletePrefix([]byte("p/"))
+	f.Add(b.Bytes())
+	f.Add([]byte{1, 9})
+	ops := func(data []byte) (string, *Batch, error) {
+		var out string
+		var again Batch
+		err := decodeBatch(data, func(op operation) error {
+			out += fmt.Sprintf("%d %q %q;", op.kind, op.key, op.value)
+			again.op(op.kind, op.key, op.value, op.kind == opSet || op.kind == opSetIfAbsent)
+			return nil
+		})
+		return out, &again, err
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first, again, err := ops(data)
+		if err != nil {
+			return
+		}
+		second, _, err := ops(again.Bytes())
+		if err != nil || second != first {
+			t.Errorf("decoded %q, encoded again and decoded %q (%v)", first, second, err)
+		}
+	})
+}
