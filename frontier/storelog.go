@@ -1,0 +1,179 @@
+package frontier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/urlstore"
+)
+
+// The per-URL stores (package urlstore) keep their log in one stream:
+//
+//	<PREFIX>_STORE   subject <prefix>.store.<name>.<partition>: each entry
+//	                 a batch of changes of store <name> (captures, …) in
+//	                 one of its partitions
+//
+// Subjects are per partition, never per URL, so what NATS keeps in memory
+// per subject stays a constant whatever the number of URLs; entries are
+// compressed (S2) on disk.
+
+// StoreStream is the stream of the per-URL stores' logs: <PREFIX>_STORE.
+func (t Topology) StoreStream() string { return t.upperPrefix() + "_STORE" }
+
+// StoreSubject is the subject of partition part of store name.
+func (t Topology) StoreSubject(name string, part int) string {
+	return t.WithDefaults().Prefix + ".store." + name + "." + strconv.Itoa(part)
+}
+
+// StoreFilter is the filter of every partition of store name.
+func (t Topology) StoreFilter(name string) string {
+	return t.WithDefaults().Prefix + ".store." + name + ".>"
+}
+
+// StoreConfig is the configuration of the stores' stream: a log kept in
+// full (limits retention without limits: an entry leaves only with its
+// store's data), compressed, replicated like the other streams.
+func (t Topology) StoreConfig() jetstream.StreamConfig {
+	t = t.WithDefaults()
+	return jetstream.StreamConfig{
+		Name:        t.StoreStream(),
+		Description: "Sieve: the logs of its per-URL stores (captures, …), one subject per store and partition",
+		Subjects:    []string{t.WithDefaults().Prefix + ".store.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		MaxAge:      0,
+		Storage:     t.Storage,
+		Replicas:    t.Replicas,
+		Compression: jetstream.S2Compression,
+		Metadata:    map[string]string{metaFormat: strconv.Itoa(Version)},
+	}
+}
+
+// StoreLog is the log of one per-URL store in the stores' stream: a
+// urlstore.Log on JetStream. Appends are publishes with the expected last
+// sequence of the partition's subject, so two writers of a partition never
+// interleave unseen; reads are an ordered consumer over the store's
+// subjects. It is safe for concurrent use.
+type StoreLog struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	topo   Topology
+	name   string
+	prefix string // subject prefix of the store's partitions
+}
+
+var _ urlstore.Log = (*StoreLog)(nil)
+
+// OpenStoreLog opens the log of store name, creating the stores' stream if
+// needed. name is a subject token.
+func OpenStoreLog(ctx context.Context, js jetstream.JetStream, topo Topology, name string) (*StoreLog, error) {
+	topo = topo.WithDefaults()
+	if !ValidCrawl(name) {
+		return nil, fmt.Errorf("frontier: store name %q is not a subject token", name)
+	}
+	st, err := js.CreateOrUpdateStream(ctx, topo.StoreConfig())
+	if err != nil {
+		return nil, fmt.Errorf("frontier: ensure stream %s: %w", topo.StoreStream(), err)
+	}
+	return &StoreLog{js: js, stream: st, topo: topo, name: name,
+		prefix: strings.TrimSuffix(topo.StoreFilter(name), ">")}, nil
+}
+
+// Append implements urlstore.Log.
+func (l *StoreLog) Append(ctx context.Context, part int, last uint64, data []byte) (uint64, error) {
+	m := &nats.Msg{Subject: l.topo.StoreSubject(l.name, part), Data: data,
+		Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(last, 10)}}}
+	ack, err := l.js.PublishMsg(ctx, m)
+	if err != nil {
+		if isWrongLastSequence(err) {
+			return 0, urlstore.ErrConflict
+		}
+		return 0, fmt.Errorf("frontier: append to %s: %w", m.Subject, err)
+	}
+	return ack.Sequence, nil
+}
+
+// Last implements urlstore.Log.
+func (l *StoreLog) Last(ctx context.Context, part int) (uint64, error) {
+	subject := l.topo.StoreSubject(l.name, part)
+	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("frontier: last entry of %s: %w", subject, err)
+	}
+	return m.Sequence, nil
+}
+
+// Read implements urlstore.Log.
+func (l *StoreLog) Read(ctx context.Context, after uint64, caughtUp func(), fn func(urlstore.Entry) error) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{l.topo.StoreFilter(l.name)}}
+	if after > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = after + 1
+	}
+	c, err := l.stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("frontier: read %s: %w", cfg.FilterSubjects[0], err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("frontier: read %s: %w", cfg.FilterSubjects[0], err)
+	}
+	once := false
+	up := func() {
+		if !once {
+			once = true
+			caughtUp()
+		}
+	}
+	if info.NumPending == 0 {
+		up()
+	}
+	it, err := c.Messages()
+	if err != nil {
+		return fmt.Errorf("frontier: read %s: %w", cfg.FilterSubjects[0], err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("frontier: read %s: %w", cfg.FilterSubjects[0], err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("frontier: read %s: %w", m.Subject(), err)
+		}
+		part, err := strconv.Atoi(strings.TrimPrefix(m.Subject(), l.prefix))
+		if err != nil || part < 0 {
+			continue // not a partition's subject: not this store's entry
+		}
+		if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Pending: meta.NumPending}); err != nil {
+			return err
+		}
+		if meta.NumPending == 0 {
+			up()
+		}
+	}
+}
+
+// isWrongLastSequence reports a publish refused for its expected last
+// sequence.
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164)
+}

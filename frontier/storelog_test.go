@@ -1,0 +1,168 @@
+package frontier_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/urlstore"
+)
+
+func openStore(t *testing.T, js jetstream.JetStream, topo frontier.Topology, dir string) *urlstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	log, err := frontier.OpenStoreLog(ctx, js, topo, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := urlstore.Open(ctx, dir, log, urlstore.Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func storeDump(t *testing.T, s *urlstore.Store) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	if err := s.Scan(nil, func(k, v []byte) bool { m[string(k)] = string(v); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// waitSame polls until every store holds want.
+func waitSame(t *testing.T, want map[string]string, stores ...*urlstore.Store) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for i, s := range stores {
+		for {
+			got := storeDump(t, s)
+			if maps.Equal(got, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("store %d holds %d keys, want %d", i, len(got), len(want))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// writeKeys writes keys from..from+n, each its own entry, over 4
+// partitions; a write whose outcome was unknown (the server going away)
+// is written again, as a caller would.
+func writeKeys(t *testing.T, s *urlstore.Store, who string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		var b urlstore.Batch
+		b.Set(fmt.Appendf(nil, "k%05d", i), []byte(who))
+		b.SetIfAbsent(fmt.Appendf(nil, "first%d", i%7), []byte(who))
+		for {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			err := s.Write(ctx, i%4, &b)
+			cancel()
+			if err == nil {
+				break
+			}
+			if t.Context().Err() != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestStoreLogShared: stores sharing the log on a real server, writing the
+// same partitions at once while the server restarts, end with one state;
+// a store opened in an empty directory rebuilds it from the log.
+func TestStoreLogShared(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	topo := frontier.Topology{Prefix: "t"}
+	a := openStore(t, srv.JetStream(), topo, t.TempDir())
+	b := openStore(t, srv.JetStream(), topo, t.TempDir())
+	var wg sync.WaitGroup
+	wg.Go(func() { writeKeys(t, a, "a", 0, 300) })
+	wg.Go(func() { writeKeys(t, b, "b", 300, 300) })
+	time.Sleep(100 * time.Millisecond)
+	srv.Restart()
+	wg.Wait()
+	want := storeDump(t, a)
+	if len(want) != 600+7 {
+		t.Fatalf("%d keys, want %d", len(want), 607)
+	}
+	waitSame(t, want, b, openStore(t, srv.JetStream(), topo, t.TempDir()))
+}
+
+// TestStoreLogNodeLost: on a 3-node cluster with 3 replicas, nodes that
+// lose their disk lose nothing of the log. Each node in turn is stopped,
+// its directory deleted, and started again empty while writes go on;
+// once all three have been rebuilt no original disk is left, and a store
+// opened in an empty directory still rebuilds every key.
+func TestStoreLogNodeLost(t *testing.T) {
+	c := natstest.StartCluster(t, 3, natstest.Options{})
+	topo := frontier.Topology{Prefix: "t", Replicas: 3}
+	a := openStore(t, c.JetStream(0), topo, t.TempDir())
+	writeKeys(t, a, "a", 0, 100)
+	for i, lost := range c.Servers {
+		lost.Shutdown()
+		if err := os.RemoveAll(lost.StoreDir); err != nil {
+			t.Fatal(err)
+		}
+		writeKeys(t, a, "a", 100*(i+1), 100)
+		lost.StartAgain()
+		c.WaitReady()
+		waitReplicasCurrent(t, c.JetStream(0), topo.StoreStream())
+	}
+	want := storeDump(t, a)
+	if len(want) != 400+7 {
+		t.Fatalf("%d keys, want %d", len(want), 407)
+	}
+	waitSame(t, want, openStore(t, c.JetStream(1), topo, t.TempDir()))
+}
+
+// waitReplicasCurrent polls until every replica of stream is current.
+func waitReplicasCurrent(t *testing.T, js jetstream.JetStream, stream string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		st, err := js.Stream(ctx, stream)
+		var info *jetstream.StreamInfo
+		if err == nil {
+			info, err = st.Info(ctx)
+		}
+		cancel()
+		ok := err == nil && info.Cluster != nil && len(info.Cluster.Replicas) == 2
+		if ok {
+			for _, r := range info.Cluster.Replicas {
+				ok = ok && r.Current && !r.Offline
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			if info != nil && info.Cluster != nil {
+				for _, r := range info.Cluster.Replicas {
+					t.Logf("replica %s current %v offline %v lag %d", r.Name, r.Current, r.Offline, r.Lag)
+				}
+			}
+			t.Fatalf("stream %s: replicas not current after 60 s (%v)", stream, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
