@@ -4,7 +4,7 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier replicas soak
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier replicas engine soak
 #
 # soak is not a benchmark and not in the default list: it runs 300,000 URLs
 # through a 3-node NATS cluster and a Redis Cluster while killing a NATS
@@ -38,11 +38,14 @@ polite()    { run "Polite crawl of 100 and 1,000 hosts + one with a 10,000-URL b
 urlfrontier() { run "URLFrontier: PutDiscovered ingest vs the NATS-native discovered path; GetURLs hand-out (1,000 queues) vs a JetStream pull; medians of 3" \
                 go test ./urlfrontier -count=1 -run '^TestURLFrontierThroughput$' -sieve.urlfrontierbench -v -timeout 60m; }
 
+engine()  { run "Engines for per-URL records: Pebble vs bbolt (baseline) vs Redis hash fields, 1 M and 5 M records: inserts/s, disk and RAM per record, reads/s" \
+                go test ./internal/enginebench -count=1 -run '^TestEngineChoice$' -sieve.enginebench -sieve.enginebench.sizes 1000000,5000000 -v -timeout 90m; }
+
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier engine)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|engine) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier engine)" >&2; exit 2 ;;
 	esac
 done
