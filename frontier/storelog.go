@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -169,6 +170,42 @@ func (l *StoreLog) Read(ctx context.Context, after uint64, caughtUp func(), fn f
 			up()
 		}
 	}
+}
+
+// ReadPart implements urlstore.Log.
+func (l *StoreLog) ReadPart(ctx context.Context, part int, fn func(urlstore.Entry) error) error {
+	subject := l.topo.StoreSubject(l.name, part)
+	c, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return fmt.Errorf("frontier: read %s: %w", subject, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("frontier: read %s: %w", subject, err)
+	}
+	for left := info.NumPending; left > 0; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := c.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return fmt.Errorf("frontier: read %s: %w", subject, err)
+		}
+		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("frontier: read %s: %w", subject, err)
+			}
+			if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Pending: meta.NumPending}); err != nil {
+				return err
+			}
+			left = meta.NumPending
+		}
+		if err := batch.Error(); err != nil {
+			return fmt.Errorf("frontier: read %s: %w", subject, err)
+		}
+	}
+	return nil
 }
 
 // isWrongLastSequence reports a publish refused for its expected last

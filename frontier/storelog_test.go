@@ -70,7 +70,7 @@ func writeKeys(t *testing.T, s *urlstore.Store, who string, from, n int) {
 	for i := from; i < from+n; i++ {
 		var b urlstore.Batch
 		b.Set(fmt.Appendf(nil, "k%05d", i), []byte(who))
-		b.SetIfAbsent(fmt.Appendf(nil, "first%d", i%7), []byte(who))
+		b.SetIfAbsent(fmt.Appendf(nil, "first%d", i%4), []byte(who)) // a key lives in one partition
 		for {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			err := s.Write(ctx, i%4, &b)
@@ -101,10 +101,22 @@ func TestStoreLogShared(t *testing.T) {
 	srv.Restart()
 	wg.Wait()
 	want := storeDump(t, a)
-	if len(want) != 600+7 {
-		t.Fatalf("%d keys, want %d", len(want), 607)
+	if len(want) != 600+4 {
+		t.Fatalf("%d keys, want %d", len(want), 604)
 	}
 	waitSame(t, want, b, openStore(t, srv.JetStream(), topo, t.TempDir()))
+	// A command without a store reads a key from its partition's entries.
+	log, err := frontier.OpenStoreLog(t.Context(), srv.JetStream(), topo, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k00001", "k00302", "first3", "missing"} {
+		part := int(k[len(k)-1]-'0') % 4 // as writeKeys chose
+		v, ok, err := urlstore.Lookup(t.Context(), log, part, []byte(k))
+		if err != nil || ok != (want[k] != "") || string(v) != want[k] {
+			t.Errorf("Lookup(%s) = %q %v %v, want %q", k, v, ok, err, want[k])
+		}
+	}
 }
 
 // TestStoreLogNodeLost: on a 3-node cluster with 3 replicas, nodes that
@@ -128,8 +140,8 @@ func TestStoreLogNodeLost(t *testing.T) {
 		waitReplicasCurrent(t, c.JetStream(0), topo.StoreStream())
 	}
 	want := storeDump(t, a)
-	if len(want) != 400+7 {
-		t.Fatalf("%d keys, want %d", len(want), 407)
+	if len(want) != 400+4 {
+		t.Fatalf("%d keys, want %d", len(want), 404)
 	}
 	waitSame(t, want, openStore(t, c.JetStream(1), topo, t.TempDir()))
 }

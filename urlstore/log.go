@@ -39,4 +39,7 @@ type Log interface {
 	// returns an error (which Read returns). caughtUp is called once,
 	// after fn had every entry the log held when Read began.
 	Read(ctx context.Context, after uint64, caughtUp func(), fn func(Entry) error) error
+	// ReadPart calls fn with every entry of part, in order, up to the
+	// last the log held when it began, then returns.
+	ReadPart(ctx context.Context, part int, fn func(Entry) error) error
 }

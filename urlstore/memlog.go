@@ -90,6 +90,25 @@ func (l *MemLog) Read(ctx context.Context, after uint64, caughtUp func(), fn fun
 	}
 }
 
+// ReadPart implements Log.
+func (l *MemLog) ReadPart(ctx context.Context, part int, fn func(Entry) error) error {
+	l.mu.Lock()
+	entries := l.entries[:len(l.entries):len(l.entries)]
+	l.mu.Unlock()
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.Part != part {
+			continue
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Len is the number of entries in the log.
 func (l *MemLog) Len() int {
 	l.mu.Lock()

@@ -131,7 +131,7 @@ func TestStoresConverge(t *testing.T) {
 				b.SetIfAbsent(fmt.Appendf(nil, "first/%d", j%20), fmt.Appendf(nil, "store%d", i))
 				b.Set(fmt.Appendf(nil, "last/%d", j%20), fmt.Appendf(nil, "store%d", i))
 				b.Set(fmt.Appendf(nil, "own/%d/%d", i, j), nil)
-				if err := s.Write(t.Context(), j%3, &b); err != nil {
+				if err := s.Write(t.Context(), (j%20)%3, &b); err != nil { // a key lives in one partition
 					t.Error(err)
 					return
 				}
@@ -264,4 +264,38 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Errorf("decoded %q, encoded again and decoded %q (%v)", first, second, err)
 		}
 	})
+}
+
+// TestUnindexed: Append and Lookup, which need no local store, agree with
+// a store applying the same log.
+func TestUnindexed(t *testing.T) {
+	log := &MemLog{}
+	s := open(t, t.TempDir(), log)
+	steps := []func(b *Batch){
+		func(b *Batch) { b.Set([]byte("a/1"), []byte("x")); b.SetIfAbsent([]byte("a/2"), []byte("y")) },
+		func(b *Batch) { b.SetIfAbsent([]byte("a/1"), []byte("ignored")); b.Set([]byte("b/1"), []byte("z")) },
+		func(b *Batch) { b.DeletePrefix([]byte("b/")) },
+		func(b *Batch) { b.Delete([]byte("a/2")); b.SetIfAbsent([]byte("a/2"), []byte("again")) },
+	}
+	for i, st := range steps {
+		var b Batch
+		st(&b)
+		var err error
+		if i%2 == 0 {
+			err = Append(t.Context(), log, 0, &b)
+		} else {
+			err = s.Write(t.Context(), 0, &b)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFollowed(t, s, uint64(log.Len()))
+	for _, k := range []string{"a/1", "a/2", "b/1", "c"} {
+		want, wantOK, _ := s.Get([]byte(k))
+		got, ok, err := Lookup(t.Context(), log, 0, []byte(k))
+		if err != nil || ok != wantOK || string(got) != string(want) {
+			t.Errorf("Lookup(%s) = %q %v %v, the store holds %q %v", k, got, ok, err, want, wantOK)
+		}
+	}
 }
