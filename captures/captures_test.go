@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,20 @@ func TestStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]store{"redis": Redis{Client: rdb}, "kv": kv} {
+	diskLog, err := frontier.OpenStoreLog(ctx, srv.JetStream(), frontier.Topology{Prefix: "disk"}, StoreName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, err := OpenDisk(ctx, filepath.Join(t.TempDir(), "captures"), diskLog, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disk.Close() })
+	logOnly, err := frontier.OpenStoreLog(ctx, srv.JetStream(), frontier.Topology{Prefix: "logonly"}, StoreName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]store{"redis": Redis{Client: rdb}, "kv": kv, "disk": disk, "unindexed": Unindexed{Log: logOnly}} {
 		t.Run(name, func(t *testing.T) {
 			at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 			a := warc.Capture{Date: at, Digest: "sha1:AAAA", ETag: `"1"`, PayloadURL: "http://x/a?q=1 2", PayloadDate: at, File: "f.warc.gz", Offset: 10}

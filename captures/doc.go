@@ -3,10 +3,16 @@
 // needs to ask the server whether a page changed and to point a revisit
 // record at the record holding the payload. The record must be exact (a
 // revisit that refers to a payload never stored loses the page), so these
-// are stores, not filters: Redis in a deployment (Redis), a JetStream
-// key-value bucket in the embedded mode (KV), both deleted with the crawl.
+// are stores, not filters, deleted with the crawl:
 //
-// A capture is a small JSON object (dates, digest, validators, the payload
-// record's URL, file and offset); its cost per URL is measured by
-// TestRedisBytesPerURL and printed by `dedup-worker plan`.
+//   - Disk, on disk in bounded memory: a urlstore.Store in the crawler's
+//     data dir, shared by every crawler through its log in the stream
+//     <PREFIX>_STORE (64 partitions by host; a digest's first capture in
+//     the partition of the digest). A capture is a compact binary value of
+//     about 120 bytes before Pebble's compression. Commands that run
+//     beside crawlers use Unindexed, which reads and writes the log alone.
+//   - Redis (a JSON value in hashes: ~1,000 bytes of RAM per URL, measured
+//     by TestRedisBytesPerURL) and KV (a JetStream bucket, whose server
+//     keeps an entry in memory per key): what deployments used before
+//     Disk, kept so their captures stay readable.
 package captures
