@@ -132,15 +132,36 @@ func (s settings) crawlStore(ctx context.Context, js jetstream.JetStream, rdb re
 	return crawls.Open(ctx, js, topo, o)
 }
 
-// captureStore is where archiving crawlers keep their last captures: in
-// Redis when the pipeline has one, else in a bucket of its NATS (the
-// embedded mode's, in its data dir).
+// captureStore is a crawl's captures as a command sees them, beside the
+// crawlers that hold their stores (warc.captures): the log alone for disk,
+// else Redis or the bucket.
 func (s settings) captureStore(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient) (captureStore, error) {
 	topo := s.Frontier.Topology().WithDefaults()
-	if rdb != nil {
+	switch {
+	case s.Warc.Captures == "redis" && rdb != nil:
 		return captures.Redis{Client: rdb, Prefix: topo.Prefix}, nil
+	case s.Warc.Captures == "bucket":
+		return captures.OpenKV(ctx, js, topo)
 	}
-	return captures.OpenKV(ctx, js, topo)
+	log, err := frontier.OpenStoreLog(ctx, js, topo, captures.StoreName)
+	if err != nil {
+		return nil, err
+	}
+	return captures.Unindexed{Log: log}, nil
+}
+
+// crawlerCaptures is the capture store of a crawler that archives: for
+// disk, its own store under data_dir, caught up with the log before the
+// first revisit is decided.
+func (s settings) crawlerCaptures(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, logf func(string, ...any)) (warc.Captures, error) {
+	if s.Warc.Captures != "disk" {
+		return s.captureStore(ctx, js, rdb)
+	}
+	log, err := frontier.OpenStoreLog(ctx, js, s.Frontier.Topology(), captures.StoreName)
+	if err != nil {
+		return nil, err
+	}
+	return captures.OpenDisk(ctx, filepath.Join(s.DataDir, "captures"), log, logf)
 }
 
 // captureStore is a crawl's captures, read and written by the archive,

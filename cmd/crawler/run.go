@@ -63,6 +63,15 @@ func (l *lazyCaptures) get(ctx context.Context) (warc.Captures, error) {
 	return l.store, nil
 }
 
+// close closes the store if it was opened and is closable.
+func (l *lazyCaptures) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.store.(io.Closer); ok {
+		c.Close()
+	}
+}
+
 func (l *lazyCaptures) Last(ctx context.Context, crawl, url string) (warc.Capture, bool, error) {
 	st, err := l.get(ctx)
 	if err != nil {
@@ -183,9 +192,11 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	opts.Logger = logger
 	opts.Exclusive = s.Embedded
 	opts.Registerer = reg
-	arch, err := openArchive(s, opts.ID, opts.Fetcher.MaxBodySize, &lazyCaptures{open: func(ctx context.Context) (warc.Captures, error) {
-		return s.captureStore(ctx, p.js, p.rdb)
-	}})
+	caps := &lazyCaptures{open: func(ctx context.Context) (warc.Captures, error) {
+		return s.crawlerCaptures(ctx, p.js, p.rdb, func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) })
+	}}
+	defer caps.close()
+	arch, err := openArchive(s, opts.ID, opts.Fetcher.MaxBodySize, caps)
 	if err != nil {
 		return err
 	}

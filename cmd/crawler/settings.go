@@ -102,6 +102,7 @@ type warcSettings struct {
 	Dir         string       `yaml:"dir" help:"keep every fetch (pages, redirects, errors, robots.txt) as WARC/1.1 files in this directory, a CDXJ index beside each; pages are acknowledged only once written, and a directory that cannot be written stops the crawl; empty: keep nothing"`
 	MaxFileSize config.Bytes `yaml:"max_file_size" help:"size at which a WARC file is closed and the next begun"`
 	Prefix      string       `yaml:"prefix" help:"start of every WARC file name: <prefix>-<17-digit UTC time>-<serial>-<crawler id>.warc.gz"`
+	Captures    string       `yaml:"captures" help:"where each crawl's last capture of every URL is kept for revisits: disk (on disk under data_dir/captures, bounded memory, shared by every crawler through the NATS stream <PREFIX>_STORE), redis (redis.url: ~1 KB of RAM per URL) or bucket (a JetStream bucket: an in-memory entry per URL in NATS); redis and bucket are what earlier versions used"`
 }
 
 func defaultSettings() settings {
@@ -132,7 +133,7 @@ func defaultSettings() settings {
 			LeaseTTL:        15 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
 		},
-		Warc:        warcSettings{MaxFileSize: warc.DefaultMaxFileSize, Prefix: "sieve"},
+		Warc:        warcSettings{MaxFileSize: warc.DefaultMaxFileSize, Prefix: "sieve", Captures: "disk"},
 		DataDir:     "sieve-data",
 		Progress:    "auto",
 		URLFrontier: defaultURLFrontier(),
@@ -174,6 +175,18 @@ func (s settings) validate() error {
 	}
 	if s.Warc.Prefix == "" {
 		bad("warc.prefix", "must not be empty")
+	}
+	switch s.Warc.Captures {
+	case "disk", "bucket":
+	case "redis":
+		if s.Redis.URL == "" {
+			bad("warc.captures", "redis needs redis.url")
+		}
+	default:
+		bad("warc.captures", "want disk, redis or bucket, got "+s.Warc.Captures)
+	}
+	if s.Warc.Captures == "disk" && s.DataDir == "" {
+		bad("data_dir", "must be set to keep captures on disk (warc.captures disk)")
 	}
 	if c.MaxRetries < 0 {
 		bad("crawl.max_retries", "must be ≥ 0")
