@@ -38,12 +38,14 @@ type Store struct {
 	// applied is closed and replaced whenever an entry is applied.
 	applied chan struct{}
 
-	// followed is the last sequence the follower read (all partitions).
-	followed atomic.Uint64
+	// followed is the last sequence the follower read (all partitions);
+	// savedFollowed the last it wrote to the database (follower only).
+	followed      atomic.Uint64
+	savedFollowed uint64
 	ready    chan struct{}
 	readyOne sync.Once
 	// stats
-	entries, bad atomic.Uint64
+	entries, bad, read atomic.Uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -126,6 +128,7 @@ func (s *Store) loadSequences() error {
 	}
 	if ok && len(v) == 8 {
 		s.followed.Store(binary.BigEndian.Uint64(v))
+		s.savedFollowed = s.followed.Load()
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: appliedPrefix, UpperBound: prefixEnd(appliedPrefix)})
 	if err != nil {
@@ -289,17 +292,25 @@ func (s *Store) follow(ctx context.Context) {
 		err := s.log.Read(ctx, s.followed.Load(), func() {
 			s.readyOne.Do(func() { close(s.ready) })
 		}, func(e Entry) error {
+			s.read.Add(1)
 			pt := s.part(e.Part)
 			pt.mu.Lock()
 			defer pt.mu.Unlock()
 			if e.Seq <= pt.last {
+				// Applied when written. The position is kept all the
+				// same, now and then, so that a restart does not read
+				// again every entry this store wrote itself.
 				s.followed.Store(e.Seq)
+				if e.Seq-s.savedFollowed >= savePositionEvery || e.Pending == 0 {
+					return s.saveFollowed(e.Seq)
+				}
 				return nil
 			}
 			if err := s.apply(pt, e.Part, e.Seq, e.Data, true); err != nil {
 				return err
 			}
 			s.followed.Store(e.Seq)
+			s.savedFollowed = e.Seq
 			if s.logf != nil && e.Pending > 0 && time.Since(lastReport) > 5*time.Second {
 				lastReport = time.Now()
 				s.logf("urlstore: catching up: at entry %d, %d to go", e.Seq, e.Pending)
@@ -317,6 +328,21 @@ func (s *Store) follow(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// savePositionEvery is how many entries the follower may skip (this
+// store's own) before it writes its position.
+const savePositionEvery = 1000
+
+// saveFollowed writes the follower's position. Only the follower calls it.
+func (s *Store) saveFollowed(seq uint64) error {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], seq)
+	if err := s.db.Set(followedKey, v[:], pebble.NoSync); err != nil {
+		return fmt.Errorf("urlstore: save position: %w", err)
+	}
+	s.savedFollowed = seq
+	return nil
 }
 
 // Ready is closed once the store has applied every entry the log held
@@ -372,6 +398,7 @@ func (s *Store) Scan(prefix []byte, fn func(key, value []byte) bool) error {
 // Stats are a store's figures.
 type Stats struct {
 	Followed  uint64 // the last log sequence read
+	Read      uint64 // entries the follower read since the store opened
 	Applied   uint64 // entries applied since the store opened
 	Bad       uint64 // entries skipped as undecodable
 	DiskBytes uint64 // the database's files
@@ -379,9 +406,13 @@ type Stats struct {
 
 // Stats returns the store's figures.
 func (s *Store) Stats() Stats {
-	return Stats{Followed: s.followed.Load(), Applied: s.entries.Load(), Bad: s.bad.Load(),
+	return Stats{Followed: s.followed.Load(), Read: s.read.Load(), Applied: s.entries.Load(), Bad: s.bad.Load(),
 		DiskBytes: s.db.Metrics().DiskSpaceUsage()}
 }
+
+// Metrics are Pebble's figures (memtables, cache, levels), for benchmarks
+// and the page.
+func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
 
 // Flush writes the memtable to disk (tests and benchmarks measure files).
 func (s *Store) Flush() error { return s.db.Flush() }

@@ -175,8 +175,8 @@ func TestRestartReadsOnlyTheTail(t *testing.T) {
 	a.Close()
 	write(other, 500, 30)
 	a = open(t, dir, log)
-	if got := a.Stats().Applied; got != 30 {
-		t.Errorf("reopened store applied %d entries, want the 30 written while it was closed", got)
+	if st := a.Stats(); st.Applied != 30 || st.Read != 30 {
+		t.Errorf("reopened store read %d entries and applied %d, want the 30 written while it was closed", st.Read, st.Applied)
 	}
 	if n := len(dump(t, a)); n != 530 {
 		t.Errorf("reopened store holds %d keys, want 530", n)
