@@ -375,6 +375,7 @@ func (t Topology) FrontierConfig() jetstream.StreamConfig {
 		Storage:     t.Storage,
 		Replicas:    t.Replicas,
 		Duplicates:  t.DuplicateWindow,
+		Compression: jetstream.S2Compression,
 		Metadata: map[string]string{
 			metaFormat:     strconv.Itoa(Version),
 			metaPartitions: strconv.Itoa(t.Partitions),
