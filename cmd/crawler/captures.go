@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sievecrawl/sieve/captures"
+	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/warc"
 )
 
@@ -91,4 +94,44 @@ func printCaptures(w io.Writer, s settings, uc urlCaptures) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", e.Time, e.Status, e.MIME, e.Filename, e.Offset, e.Length)
 	}
 	tw.Flush()
+}
+
+// migrateCapturesCommand copies the captures earlier versions kept in
+// Redis (from "redis") or the embedded bucket ("bucket") to the disk
+// store's log, which every crawler's store applies.
+func migrateCapturesCommand(ctx context.Context, s settings, from string, stdout io.Writer) error {
+	js, rdb, closeAll, err := s.stores("sieve-crawler-migrate-captures")
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	topo := s.Frontier.Topology().WithDefaults()
+	log, err := frontier.OpenStoreLog(ctx, js, topo, captures.StoreName)
+	if err != nil {
+		return err
+	}
+	var moved captures.Moved
+	switch from {
+	case "redis":
+		if rdb == nil {
+			return errors.New("migrate-captures redis: set redis.url to the Redis that holds them")
+		}
+		moved, err = captures.MigrateRedis(ctx, captures.Redis{Client: rdb, Prefix: topo.Prefix}, log)
+	case "bucket":
+		kv, err2 := captures.OpenKV(ctx, js, topo)
+		if err2 != nil {
+			return err2
+		}
+		moved, err = captures.MigrateKV(ctx, kv, log)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "copied %d URLs' last captures and %d digests' first captures from %s to the disk store (stream %s)\n",
+		moved.Captures, moved.Digests, from, topo.StoreStream())
+	if moved.Skipped > 0 {
+		fmt.Fprintf(stdout, "%d bucket entries name no URL (a revisit's capture, keyed by the URL's hash): those pages are fetched in full at their next visit\n", moved.Skipped)
+	}
+	fmt.Fprintf(stdout, "crawlers with warc.captures disk (the default) read them now; %s is left as it was\n", from)
+	return nil
 }

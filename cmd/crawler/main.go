@@ -48,6 +48,9 @@ const usage = `Usage:
   crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
   crawler captures URL…          where the crawl's captures of URLs are: its last (exact), and with
                                  --warc-dir every one its CDXJ indexes list
+  crawler migrate-captures redis|bucket
+                                 copy the captures earlier versions kept in Redis or the embedded
+                                 bucket to the disk store (warc.captures disk); the source stays
   crawler seed --data-dir DIR URL…
                                  add seeds to a crawl of DIR, for the next 'crawler run --embedded'
   crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it reports)
@@ -66,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "serve":
+	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "migrate-captures", "serve":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -103,6 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = deleteCrawlCommand(ctx, s, inv.args, stdout)
 	case "captures":
 		err = capturesCommand(ctx, s, inv.args, inv.json, stdout)
+	case "migrate-captures":
+		err = migrateCapturesCommand(ctx, s, inv.args[0], stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "crawler:", err)
@@ -156,6 +161,10 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 		if inv.args = fs.Args(); len(inv.args) == 0 {
 			return inv, errors.New("give the URL whose captures to show")
 		}
+	} else if cmd == "migrate-captures" {
+		if inv.args = fs.Args(); len(inv.args) != 1 || (inv.args[0] != "redis" && inv.args[0] != "bucket") {
+			return inv, errors.New("give where the captures are: redis or bucket")
+		}
 	} else if fs.NArg() > 0 {
 		return inv, fmt.Errorf("unexpected arguments %q (seeds go in --seed)", fs.Args())
 	}
@@ -165,7 +174,7 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	}
 	// seed, crawls and delete-crawl given a data dir act on the embedded
 	// crawls stored there, unless a NATS server was named.
-	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl" || cmd == "captures") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
+	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl" || cmd == "captures" || cmd == "migrate-captures") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
 		s.Embedded = true
 	}
 	if cmd == "serve" {
