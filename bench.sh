@@ -4,7 +4,7 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier replicas engine soak
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier replicas engine captures soak
 #
 # soak is not a benchmark and not in the default list: it runs 300,000 URLs
 # through a 3-node NATS cluster and a Redis Cluster while killing a NATS
@@ -41,11 +41,14 @@ urlfrontier() { run "URLFrontier: PutDiscovered ingest vs the NATS-native discov
 engine()  { run "Engines for per-URL records: Pebble vs bbolt (baseline) vs Redis hash fields, 1 M and 5 M records: inserts/s, disk and RAM per record, reads/s" \
                 go test ./internal/enginebench -count=1 -run '^TestEngineChoice$' -sieve.enginebench -sieve.enginebench.sizes 1000000,5000000 -v -timeout 90m; }
 
+captures() { run "Captures on disk (Pebble + the NATS log, embedded server in process) vs Redis JSON hashes: puts/s, RSS, disk and log bytes per URL, reopen time, lookups/s; sizes: SIEVE_CAPTURES_SIZES (default 1000000)" \
+                go test ./captures -count=1 -run '^TestCaptureCost$' -sieve.capturesbench -sieve.capturesbench.sizes "${SIEVE_CAPTURES_SIZES:-1000000}" -v -timeout 120m; }
+
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier engine)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier engine captures)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|engine) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier engine)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|engine|captures) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier engine captures)" >&2; exit 2 ;;
 	esac
 done

@@ -46,6 +46,8 @@ type Store struct {
 	readyOne sync.Once
 	// stats
 	entries, bad, read atomic.Uint64
+	// own is the last sequence this store appended.
+	own atomic.Uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -182,6 +184,7 @@ func (s *Store) Write(ctx context.Context, p int, b *Batch) error {
 	for {
 		seq, err := s.log.Append(ctx, p, pt.last, b.data)
 		if err == nil {
+			s.noteOwn(seq)
 			return s.apply(pt, p, seq, b.data, false)
 		}
 		if !errors.Is(err, ErrConflict) {
@@ -417,13 +420,38 @@ func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
 // Flush writes the memtable to disk (tests and benchmarks measure files).
 func (s *Store) Flush() error { return s.db.Flush() }
 
-// Close stops the follower and closes the database. It is idempotent.
+// noteOwn records the sequence of an entry this store appended.
+func (s *Store) noteOwn(seq uint64) {
+	for {
+		old := s.own.Load()
+		if seq <= old || s.own.CompareAndSwap(old, seq) {
+			return
+		}
+	}
+}
+
+// closeWait bounds how long Close waits for the follower to pass the
+// store's own entries.
+const closeWait = 10 * time.Second
+
+// Close stops the follower and closes the database. It first lets the
+// follower read past every entry this store wrote (for up to 10 s), so
+// that its saved position is after them: a store that wrote faster than
+// its follower read would otherwise read them all again at its next
+// start. It is idempotent.
 func (s *Store) Close() error {
 	var err error
 	s.closed.Do(func() {
+		deadline := time.Now().Add(closeWait)
+		for s.followed.Load() < s.own.Load() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 		s.cancel()
 		<-s.done
-		err = s.db.Close()
+		if f := s.followed.Load(); f > s.savedFollowed {
+			err = s.saveFollowed(f)
+		}
+		err = errors.Join(err, s.db.Close())
 	})
 	return err
 }
