@@ -25,6 +25,17 @@ import (
 // requires. Fixed: changing it would move every key.
 const Parts = 64
 
+// What Disk costs per URL, measured by TestCaptureCost (./bench.sh
+// captures) at 5 M captures, for `dedup-worker plan`: on disk, each
+// archiving crawler's index and each NATS replica's log; in RAM, a store
+// and its NATS server together, nearly all of it fixed (96 MB at 5 M,
+// 74–87 MB at 1 M), so it falls as the crawl grows.
+const (
+	DiskIndexBytesPerURL = 153
+	DiskLogBytesPerURL   = 150
+	DiskRAMBytesFixed    = 100 << 20
+)
+
 // StoreName is the captures' store in the stores' stream
 // (frontier.OpenStoreLog).
 const StoreName = "captures"

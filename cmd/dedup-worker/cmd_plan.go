@@ -66,9 +66,11 @@ func cmdPlan(_ context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int
 // printCaptures adds what archiving crawlers keep beside the filter: each
 // URL's last capture, for revisit records (package captures).
 func printCaptures(w io.Writer, urls int64) {
-	b := uint64(urls) * captures.BytesPerURL
-	fmt.Fprintf(w, "\nArchiving crawlers (warc.dir) also keep each URL's last capture in Redis, for revisits:\n")
-	fmt.Fprintf(w, "  about %d bytes per URL, %s for %s URLs, spread over %d keys per crawl\n", captures.BytesPerURL, bytesText(b), num(urls), 2*captures.Shards)
+	n := uint64(urls)
+	fmt.Fprintf(w, "\nArchiving crawlers (warc.dir) also keep each URL's last capture, for revisits (warc.captures):\n")
+	fmt.Fprintf(w, "  disk (the default): on disk %d bytes per URL in each archiving crawler's index (%s) and %d in the NATS log per replica (%s); in RAM about %s per crawler, whatever the number of URLs\n",
+		captures.DiskIndexBytesPerURL, bytesText(n*captures.DiskIndexBytesPerURL), captures.DiskLogBytesPerURL, bytesText(n*captures.DiskLogBytesPerURL), bytesText(captures.DiskRAMBytesFixed))
+	fmt.Fprintf(w, "  redis (earlier versions): about %d bytes of RAM per URL, %s for %s URLs, spread over %d keys per crawl\n", captures.BytesPerURL, bytesText(n*captures.BytesPerURL), num(urls), 2*captures.Shards)
 }
 
 // planOptions reads the command's flags, defaulting to the filter section.

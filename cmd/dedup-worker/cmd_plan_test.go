@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/redistest"
 )
@@ -66,6 +67,11 @@ func TestPlanCommand(t *testing.T) {
 			}
 			if !strings.Contains(out, tt.wantText) {
 				t.Errorf("output lacks %q:\n%s", tt.wantText, out)
+			}
+			// The captures' disk store, from its measured figures.
+			idx := bytesText(uint64(plans[0].URLs) * captures.DiskIndexBytesPerURL)
+			if !strings.Contains(out, "disk (the default)") || !strings.Contains(out, "crawler's index ("+idx+")") {
+				t.Errorf("output lacks the disk captures' cost (%s for the index):\n%s", idx, out)
 			}
 			code, out, errOut = runCLI(t, "", env, append([]string{"plan", "--json"}, tt.args...)...)
 			var got []dedup.FilterPlan
