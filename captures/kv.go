@@ -24,12 +24,14 @@ type KV struct{ kv jetstream.KeyValue }
 
 // OpenKV opens (creating if needed) the bucket of topo.
 func OpenKV(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (*KV, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      topo.CapturesBucket(),
-		Description: "Sieve: each crawl's last capture of every URL, first of every payload (for revisits)",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    topo.Replicas,
+	kv, err := frontier.Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      topo.CapturesBucket(),
+			Description: "Sieve: each crawl's last capture of every URL, first of every payload (for revisits)",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    topo.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("captures: bucket %s: %w", topo.CapturesBucket(), err)

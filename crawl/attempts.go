@@ -29,13 +29,15 @@ type attempts struct {
 
 func openAttempts(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (*attempts, error) {
 	topo = topo.WithDefaults()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      topo.AttemptsBucket(),
-		Description: "Sieve: failed fetch attempts of each frontier message being retried",
-		History:     1,
-		TTL:         24 * time.Hour,
-		Storage:     topo.Storage,
-		Replicas:    topo.Replicas,
+	kv, err := frontier.Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      topo.AttemptsBucket(),
+			Description: "Sieve: failed fetch attempts of each frontier message being retried",
+			History:     1,
+			TTL:         24 * time.Hour,
+			Storage:     topo.Storage,
+			Replicas:    topo.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("crawl: attempts bucket: %w", err)

@@ -42,13 +42,15 @@ type leaseTable struct {
 
 func openLeases(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, ttl time.Duration, id string) (*leaseTable, error) {
 	topo = topo.WithDefaults()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      topo.LeaseBucket(),
-		Description: "Sieve: live crawlers and the frontier partitions each owns",
-		History:     1,
-		TTL:         ttl,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    topo.Replicas,
+	kv, err := frontier.Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      topo.LeaseBucket(),
+			Description: "Sieve: live crawlers and the frontier partitions each owns",
+			History:     1,
+			TTL:         ttl,
+			Storage:     jetstream.MemoryStorage,
+			Replicas:    topo.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("crawl: lease bucket: %w", err)

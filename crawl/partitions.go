@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/frontier"
 )
 
 // partitionRun is the pulling of one owned partition.
@@ -129,17 +131,19 @@ func (c *Crawler) startPartition(ctx context.Context, p int) error {
 			return fmt.Errorf("crawl: reset consumer of partition %d: %w", p, err)
 		}
 	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, o.Topology.FrontierStream(), jetstream.ConsumerConfig{
-		Durable:       o.Topology.PartitionConsumer(p),
-		Description:   fmt.Sprintf("Sieve crawlers: frontier partition %d", p),
-		FilterSubject: o.Topology.PartitionFilter(p),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		MaxDeliver:    -1, // retries are bounded by the crawler, which terminates
-		// Messages handed back to wait for their host's turn are
-		// pending too: a host's backlog must not stop the partition.
-		MaxAckPending: -1,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+	cons, err := frontier.Provision(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return c.js.CreateOrUpdateConsumer(ctx, o.Topology.FrontierStream(), jetstream.ConsumerConfig{
+			Durable:       o.Topology.PartitionConsumer(p),
+			Description:   fmt.Sprintf("Sieve crawlers: frontier partition %d", p),
+			FilterSubject: o.Topology.PartitionFilter(p),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       o.AckWait,
+			MaxDeliver:    -1, // retries are bounded by the crawler, which terminates
+			// Messages handed back to wait for their host's turn are
+			// pending too: a host's backlog must not stop the partition.
+			MaxAckPending: -1,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("crawl: consumer of partition %d: %w", p, err)

@@ -40,13 +40,15 @@ type hopEntry struct {
 
 func openRedirects(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) (jetstream.KeyValue, error) {
 	topo = topo.WithDefaults()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      topo.RedirectsBucket(),
-		Description: "Sieve: redirects in a row that led to each redirect target",
-		History:     1,
-		TTL:         7 * 24 * time.Hour,
-		Storage:     topo.Storage,
-		Replicas:    topo.Replicas,
+	kv, err := frontier.Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      topo.RedirectsBucket(),
+			Description: "Sieve: redirects in a row that led to each redirect target",
+			History:     1,
+			TTL:         7 * 24 * time.Hour,
+			Storage:     topo.Storage,
+			Replicas:    topo.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("crawl: redirects bucket: %w", err)

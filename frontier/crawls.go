@@ -157,12 +157,14 @@ type Crawls struct {
 // OpenCrawls opens the crawl registry, creating its bucket if missing.
 func OpenCrawls(ctx context.Context, js jetstream.JetStream, topo Topology) (*Crawls, error) {
 	topo = topo.WithDefaults()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      topo.CrawlsBucket(),
-		Description: "Sieve: each crawl's seeds and settings",
-		History:     1,
-		Storage:     topo.Storage,
-		Replicas:    topo.Replicas,
+	kv, err := Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      topo.CrawlsBucket(),
+			Description: "Sieve: each crawl's seeds and settings",
+			History:     1,
+			Storage:     topo.Storage,
+			Replicas:    topo.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("frontier: crawls bucket: %w", err)

@@ -91,7 +91,9 @@ func (t Topology) FetchedConfig() jetstream.StreamConfig {
 
 // EnsureFetched creates the fetched stream or updates it to t's settings.
 func (t Topology) EnsureFetched(ctx context.Context, js jetstream.JetStream) error {
-	if _, err := js.CreateOrUpdateStream(ctx, t.FetchedConfig()); err != nil {
+	if _, err := Provision(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, t.FetchedConfig())
+	}); err != nil {
 		return fmt.Errorf("frontier: ensure stream %s: %w", t.FetchedStream(), err)
 	}
 	return nil

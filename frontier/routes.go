@@ -60,13 +60,15 @@ type routeLease struct {
 // openRouteLeases creates or opens the workers' bucket (memory storage,
 // Topology.Replicas, TTL ttl).
 func openRouteLeases(ctx context.Context, js jetstream.JetStream, topo Topology, id string, ttl time.Duration, log *slog.Logger, start func(int) func()) (*routeLeases, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      topo.WorkersBucket(),
-		Description: "Sieve: dedup workers' heartbeats and route leases",
-		History:     1,
-		TTL:         ttl,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    topo.Replicas,
+	kv, err := Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      topo.WorkersBucket(),
+			Description: "Sieve: dedup workers' heartbeats and route leases",
+			History:     1,
+			TTL:         ttl,
+			Storage:     jetstream.MemoryStorage,
+			Replicas:    topo.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("frontier: workers bucket: %w", err)

@@ -80,7 +80,9 @@ func OpenStoreLog(ctx context.Context, js jetstream.JetStream, topo Topology, na
 	if !ValidCrawl(name) {
 		return nil, fmt.Errorf("frontier: store name %q is not a subject token", name)
 	}
-	st, err := js.CreateOrUpdateStream(ctx, topo.StoreConfig())
+	st, err := Provision(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, topo.StoreConfig())
+	})
 	if err != nil {
 		return nil, fmt.Errorf("frontier: ensure stream %s: %w", topo.StoreStream(), err)
 	}

@@ -436,23 +436,33 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	if err := t.check(ctx, js); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, t.DiscoveredConfig()); err != nil {
+	if _, err := Provision(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, t.DiscoveredConfig())
+	}); err != nil {
 		return fmt.Errorf("frontier: ensure stream %s: %w", t.DiscoveredStream(), err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, t.FrontierConfig()); err != nil {
+	if _, err := Provision(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, t.FrontierConfig())
+	}); err != nil {
 		return fmt.Errorf("frontier: ensure stream %s: %w", t.FrontierStream(), err)
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, t.DiscoveredStream(), t.ConsumerConfig()); err != nil {
+	if _, err := Provision(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return js.CreateOrUpdateConsumer(ctx, t.DiscoveredStream(), t.ConsumerConfig())
+	}); err != nil {
 		return fmt.Errorf("frontier: ensure consumer %s: %w", t.Consumer(), err)
 	}
 	if t.Routes <= 0 {
 		return nil
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, t.RoutedConfig()); err != nil {
+	if _, err := Provision(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, t.RoutedConfig())
+	}); err != nil {
 		return fmt.Errorf("frontier: ensure stream %s: %w", t.RoutedStream(), err)
 	}
 	for r := 0; r < t.Routes; r++ {
-		if _, err := js.CreateOrUpdateConsumer(ctx, t.RoutedStream(), t.RouteConsumerConfig(r)); err != nil {
+		if _, err := Provision(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+			return js.CreateOrUpdateConsumer(ctx, t.RoutedStream(), t.RouteConsumerConfig(r))
+		}); err != nil {
 			return fmt.Errorf("frontier: ensure consumer %s: %w", t.RouteConsumer(r), err)
 		}
 	}

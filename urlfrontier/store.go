@@ -57,9 +57,11 @@ func openStore(ctx context.Context, js jetstream.JetStream, topo frontier.Topolo
 		{&s.state, topo.URLFrontierStateBucket(), "Sieve URLFrontier: nodes' active flags", 0},
 		{&s.nodes, topo.URLFrontierNodesBucket(), "Sieve URLFrontier: live nodes", nodeTTL},
 	} {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: b.name, Description: b.desc, History: 1, TTL: b.ttl,
-			Storage: topo.Storage, Replicas: topo.Replicas,
+		kv, err := frontier.Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+			return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: b.name, Description: b.desc, History: 1, TTL: b.ttl,
+				Storage: topo.Storage, Replicas: topo.Replicas,
+			})
 		})
 		if err != nil {
 			return nil, fmt.Errorf("urlfrontier: bucket %s: %w", b.name, err)

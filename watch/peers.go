@@ -70,13 +70,15 @@ func (p *JetStreamPeers) bucket(ctx context.Context) (jetstream.KeyValue, error)
 	if p.kv != nil {
 		return p.kv, nil
 	}
-	kv, err := p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      p.topo.WatchBucket(),
-		Description: "Sieve processes' watch announcements",
-		TTL:         p.ttl,
-		History:     1,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    p.topo.Replicas,
+	kv, err := frontier.Provision(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      p.topo.WatchBucket(),
+			Description: "Sieve processes' watch announcements",
+			TTL:         p.ttl,
+			History:     1,
+			Storage:     jetstream.MemoryStorage,
+			Replicas:    p.topo.Replicas,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch: bucket %s: %w", p.topo.WatchBucket(), err)
