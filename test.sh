@@ -91,9 +91,9 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 -timeout 25m ./...
 
 # The race detector over the cores that many goroutines share (admission,
-# politeness, the URLFrontier index, WARC writing, crawls, captures): it found
+# politeness, the URLFrontier index, WARC writing, crawls, captures, the per-URL store): it found
 # a data race in gowarc's record builder that the plain run cannot see.
-go test -race -count=1 -timeout 10m ./admit ./politeness ./urlfrontier ./warc ./crawls ./captures
+go test -race -count=1 -timeout 10m ./admit ./politeness ./urlfrontier ./warc ./crawls ./captures ./urlstore
 
 # Every fuzz target for a short budget on top of its saved corpus (which the
 # plain test run above already replays): the URL parser longest, then each
@@ -116,5 +116,9 @@ fuzz warc FuzzScan 15000x
 fuzz crawl FuzzFetchLinks 8000x
 fuzz crawl FuzzRetryAfter 15000x
 fuzz sitemap FuzzParse 8000x
+# The per-URL stores: the log's batches and the captures' values, read back
+# by every process that follows the log.
+fuzz urlstore FuzzDecodeBatch 20000x
+fuzz captures FuzzDecodeCapture 20000x
 # URLFrontier: the values of its buckets, read back by every server.
 fuzz urlfrontier FuzzDecodeEntry 13000x
