@@ -169,19 +169,49 @@ func (s *Store) part(p int) *part {
 // context's or a bad batch leaves it unknown whether b was stored; the
 // follower applies it here if it was.
 func (s *Store) Write(ctx context.Context, p int, b *Batch) error {
-	if p < 0 {
-		return fmt.Errorf("urlstore: partition %d", p)
-	}
-	if b.Len() == 0 {
-		return nil
-	}
 	if err := b.check(); err != nil {
 		return err
+	}
+	return s.Update(ctx, p, func(_ Reader, out *Batch) error {
+		*out = *b
+		return nil
+	})
+}
+
+// Reader reads a store's keys. Update's reader sees a partition as the
+// entries applied so far leave it.
+type Reader interface {
+	Get(key []byte) ([]byte, bool, error)
+	Scan(prefix []byte, fn func(key, value []byte) bool) error
+}
+
+// Update is a read-modify-write of partition p: fn reads p's keys as this
+// store holds them and fills a batch, which is appended only if no other
+// writer appended to p meanwhile (the compare-and-append on p's last
+// sequence). Otherwise Update waits for the follower to apply the other
+// entries and runs fn again on the new state, so a decision made from
+// what fn read (handing a URL out, taking a queue's turn) holds in every
+// store. fn must read only keys of p, the only ones whose state is
+// fixed while it runs, and may run more than once; an empty batch
+// appends nothing. Errors are as Write's; fn's are returned as they are.
+func (s *Store) Update(ctx context.Context, p int, fn func(r Reader, b *Batch) error) error {
+	if p < 0 {
+		return fmt.Errorf("urlstore: partition %d", p)
 	}
 	pt := s.part(p)
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	for {
+		var b Batch
+		if err := fn(s, &b); err != nil {
+			return err
+		}
+		if b.Len() == 0 {
+			return nil
+		}
+		if err := b.check(); err != nil {
+			return err
+		}
 		seq, err := s.log.Append(ctx, p, pt.last, b.data)
 		if err == nil {
 			s.noteOwn(seq)
@@ -290,7 +320,7 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) e
 // written). It reads the log again after an error, from where it was.
 func (s *Store) follow(ctx context.Context) {
 	defer close(s.done)
-	var lastReport time.Time
+	lastReport := time.Now() // report a catch-up that lasts over 5 s
 	for ctx.Err() == nil {
 		err := s.log.Read(ctx, s.followed.Load(), func() {
 			s.readyOne.Do(func() { close(s.ready) })

@@ -299,3 +299,77 @@ func TestUnindexed(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateDecidesOnce: stores sharing a log hand out from one pool of
+// tokens with read-modify-writes; however their updates race, each token
+// is taken once, and every store sees the same takers.
+func TestUpdateDecidesOnce(t *testing.T) {
+	log := &MemLog{}
+	stores := []*Store{open(t, t.TempDir(), log), open(t, t.TempDir(), log), open(t, t.TempDir(), log)}
+	var b Batch
+	for i := range 60 {
+		b.Set(fmt.Appendf(nil, "free/%02d", i), nil)
+	}
+	if err := stores[0].Write(t.Context(), 7, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stores {
+		waitFollowed(t, s, 1)
+	}
+	var wg sync.WaitGroup
+	taken := make([][]string, len(stores))
+	for i, s := range stores {
+		wg.Go(func() {
+			for {
+				var got string
+				err := s.Update(t.Context(), 7, func(r Reader, b *Batch) error {
+					got = ""
+					err := r.Scan([]byte("free/"), func(k, _ []byte) bool { got = string(k); return false })
+					if err != nil || got == "" {
+						return err
+					}
+					b.Delete([]byte(got))
+					b.Set([]byte("taken/"+got[len("free/"):]), fmt.Appendf(nil, "store%d", i))
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got == "" {
+					return
+				}
+				taken[i] = append(taken[i], got)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for i, ts := range taken {
+		for _, tk := range ts {
+			seen[tk]++
+			if seen[tk] > 1 {
+				t.Errorf("%s taken twice (the second by store %d)", tk, i)
+			}
+		}
+	}
+	if len(seen) != 60 {
+		t.Errorf("%d tokens taken, want 60", len(seen))
+	}
+	for _, s := range stores {
+		waitFollowed(t, s, uint64(log.Len()))
+	}
+	want := dump(t, stores[0])
+	for i, s := range stores[1:] {
+		if got := dump(t, s); !maps.Equal(got, want) {
+			t.Errorf("store %d differs from store 0", i+1)
+		}
+	}
+	for i, ts := range taken {
+		for _, tk := range ts {
+			if v := want["taken/"+tk[len("free/"):]]; v != fmt.Sprintf("store%d", i) {
+				t.Errorf("%s: taken by store %d, the stores say %q", tk, i, v)
+			}
+		}
+	}
+}
