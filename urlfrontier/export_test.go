@@ -1,6 +1,9 @@
 package urlfrontier
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Watching reports whether s watches the queues bucket (follow.go).
 func Watching(s *Server) bool { return s.watching.Load() }
@@ -19,3 +22,12 @@ func MarkUnsure(s *Server) { s.store.markUnsure() }
 
 // WatchDeliveries counts the values s's watches delivered.
 func WatchDeliveries(s *Server) uint64 { return s.store.delivered.Load() }
+
+// ReportLoad runs s's load report until the returned function is called,
+// reporting every d.
+func ReportLoad(s *Server, ctx context.Context, d time.Duration) (stop func()) {
+	old := loadReport
+	loadReport = d
+	stopReport := s.reportLoad(ctx, make(chan struct{}))
+	return func() { stopReport(); loadReport = old }
+}

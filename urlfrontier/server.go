@@ -181,10 +181,50 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		defer s.wg.Done()
 		s.follow(rctx, p, func() { loadedOnce.Do(func() { close(loaded) }) })
 	}()
+	stopReport := s.reportLoad(ctx, loaded)
+	defer stopReport()
 	if err := wait(loaded); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// loadReport is how often a load still running is reported.
+var loadReport = 5 * time.Second
+
+// reportLoad logs the progress of the bucket's load every loadReport
+// until loaded is closed (or the returned function is called): a server
+// with millions of queued URLs takes a while to start, and says how far
+// it is rather than seeming hung.
+func (s *Server) reportLoad(ctx context.Context, loaded <-chan struct{}) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		t := time.NewTicker(loadReport)
+		defer t.Stop()
+		for {
+			select {
+			case <-loaded:
+				return
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			total := uint64(0)
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if info, err := s.store.stream.Info(ictx); err == nil {
+				total = info.State.Msgs
+			}
+			cancel()
+			s.o.Logger.Info("urlfrontier: loading the queues", "bucket", s.store.topo.URLFrontierQueuesBucket(),
+				"values", s.store.delivered.Load(), "of", total, "elapsed", time.Since(start).Round(time.Second))
+		}
+	}()
+	return func() { close(stop); <-done }
 }
 
 func pause(ctx context.Context, d time.Duration) {

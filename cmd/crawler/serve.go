@@ -75,7 +75,10 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 		return fmt.Errorf("normalizer: %w", err)
 	}
 	u := s.URLFrontier
-	srv, err := urlfrontier.Open(octx, urlfrontier.Options{
+	// Not octx: loading the queues takes as long as there are queued URLs
+	// (it reports its progress); a fixed deadline would keep a large
+	// deployment from ever starting.
+	srv, err := urlfrontier.Open(ctx, urlfrontier.Options{
 		JetStream: p.js, Topology: s.Frontier.Topology(), Filters: p.worker.Filters(), Canonicalize: canon.URL,
 		Crawls: urlfrontier.StoreCrawls{Store: store, Registry: registry, Forget: p.worker.ForgetCrawl},
 		Node:   lis.Addr().String(), DefaultDelay: u.DefaultDelay, DefaultLease: u.DefaultLease,
