@@ -45,6 +45,7 @@ func openArchive(s settings, crawlerID string, maxBody int64, caps warc.Captures
 // lazyCaptures opens the capture store on first use: the crawler is built
 // before NATS is reached.
 type lazyCaptures struct {
+	ctx   context.Context // the run's: opening ends with it
 	open  func(context.Context) (warc.Captures, error)
 	mu    sync.Mutex
 	store warc.Captures
@@ -54,7 +55,11 @@ func (l *lazyCaptures) get(ctx context.Context) (warc.Captures, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.store == nil {
-		st, err := l.open(ctx)
+		// The run's context, not the request's deadline: a store catching
+		// up with its log (an empty data dir rebuilds its index, reporting
+		// progress) takes as long as it takes, and every fetch waits for
+		// it, since no revisit can be decided without it.
+		st, err := l.open(l.ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +197,7 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	opts.Logger = logger
 	opts.Exclusive = s.Embedded
 	opts.Registerer = reg
-	caps := &lazyCaptures{open: func(ctx context.Context) (warc.Captures, error) {
+	caps := &lazyCaptures{ctx: ctx, open: func(ctx context.Context) (warc.Captures, error) {
 		return s.crawlerCaptures(ctx, p.js, p.rdb, func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) })
 	}}
 	defer caps.close()
