@@ -6,6 +6,8 @@
 #   ./bench.sh            every table
 #   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier replicas engine captures soak
 #
+#   ./bench.sh scale [SIZE…]  the per-URL stores at sizes (default 1M 5M 20M)
+#
 # soak is not a benchmark and not in the default list: it runs 300,000 URLs
 # through a 3-node NATS cluster and a Redis Cluster while killing a NATS
 # node, a Redis master and a worker, and prints what each cost.
@@ -44,7 +46,30 @@ engine()  { run "Engines for per-URL records: Pebble vs bbolt (baseline) vs Redi
 captures() { run "Captures on disk (Pebble + the NATS log, embedded server in process) vs Redis JSON hashes: puts/s, RSS, disk and log bytes per URL, reopen time, lookups/s; sizes: SIEVE_CAPTURES_SIZES (default 1000000)" \
                 go test ./captures -count=1 -run '^TestCaptureCost$' -sieve.capturesbench -sieve.capturesbench.sizes "${SIEVE_CAPTURES_SIZES:-1000000}" -v -timeout 120m; }
 
+# scale SIZE…: the per-URL stores at growing sizes (issue 26), each figure
+# per URL so that a rising one shows: the captures' store (RSS of the store
+# and its NATS server, Pebble's and the log's bytes, put and lookup rates,
+# close and reopen times) and the frontier stream's bytes per waiting URL
+# with and without compression. Sizes accept k and M: ./bench.sh scale 1M 5M 20M.
+scale() {
+	local sizes=("$@")
+	[ ${#sizes[@]} -gt 0 ] || sizes=(1M 5M 20M)
+	local n
+	for size in "${sizes[@]}"; do
+		n="${size//k/000}"
+		n="${n//M/000000}"
+		run "Scale, $size URLs: captures on disk (store + its NATS in one process), vs Redis at 200,000" \
+			go test ./captures -count=1 -run '^TestCaptureCost$' -sieve.capturesbench -sieve.capturesbench.sizes "$n" -v -timeout 120m
+		run "Scale, $size URLs: frontier stream bytes per waiting URL, S2 vs uncompressed" \
+			go test ./frontier -count=1 -run '^TestFrontierStreamBytes$' -sieve.streambytes.n "$n" -v -timeout 120m
+	done
+}
+
 names=("$@")
+if [ "${names[0]:-}" = scale ]; then
+	scale "${names[@]:1}"
+	exit
+fi
 [ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier engine captures)
 for n in "${names[@]}"; do
 	case "$n" in

@@ -19,6 +19,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/redistest"
+	"github.com/sievecrawl/sieve/urlstore"
 	"github.com/sievecrawl/sieve/warc"
 )
 
@@ -62,10 +63,11 @@ func rssAnon(tb testing.TB) int64 {
 // TestCaptureCost measures what the archive's captures cost per URL on
 // disk (Disk, over an embedded NATS server in this process, as a crawler
 // in the embedded mode runs) against Redis (the JSON hashes deployments
-// kept them in), in the same run: Puts per second from 32 goroutines,
-// anonymous RSS growth of the process (the store, its NATS server, the
-// Go heap) per URL, Pebble's files and the log stream's bytes per URL,
-// the time to open the store again, and random lookups per second.
+// kept them in), in the same run: anonymous RSS growth of the process
+// (the store, its NATS server, the Go heap) per URL, Pebble's files and
+// the log stream's bytes per URL, and at that size Puts per second from
+// 32 goroutines, random lookups per second and the time to close and open
+// the store again.
 func TestCaptureCost(t *testing.T) {
 	if !*costFlag {
 		t.Skip("benchmark table; run with -sieve.capturesbench")
@@ -99,6 +101,14 @@ func TestCaptureCost(t *testing.T) {
 	}
 }
 
+// costPuts is how many Puts measure the put rate at each size.
+const costPuts = 50_000
+
+// costOf fills a store with n captures, as a crawl's history (through the
+// log, 256 per entry, as migrate-captures writes them, which the store's
+// follower applies), measures what they cost at rest, then the rate of
+// costPuts further Puts from 32 goroutines at that size, lookups, and a
+// close and reopen.
 func costOf(t *testing.T, n int, redisPer float64) {
 	srv := natstest.Start(t, natstest.Options{})
 	js := srv.JetStream()
@@ -112,26 +122,32 @@ func costOf(t *testing.T, n int, redisPer float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range 32 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || t.Failed() {
-					return
-				}
-				u, c := benchCapture(i)
-				if err := d.Put(t.Context(), "c1", u, c); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
+	fstart := time.Now()
+	m := &migrator{log: log, batches: map[int]*urlstore.Batch{}}
+	for i := range n {
+		u, c := benchCapture(i)
+		if err := m.add(t.Context(), urlKey("c1", u), encodeCapture(c, u), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.add(t.Context(), digestKey("c1", c.Digest), encodeCapture(c, ""), true); err != nil {
+			t.Fatal(err)
+		}
 	}
-	wg.Wait()
-	el := time.Since(start)
+	if err := m.flushAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), frontier.Topology{}.StoreStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d.Stats().Followed < info.State.LastSeq {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fill := time.Since(fstart)
 	if err := d.s.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,17 +158,35 @@ func costOf(t *testing.T, n int, redisPer float64) {
 	idle := rssAnon(t) - before
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	m := d.s.Metrics()
-	t.Logf("idle: heap in use %d MB, pebble memtables %d MB, block cache %d MB", ms.HeapInuse>>20, m.MemTable.Size>>20, m.BlockCache.Size>>20)
+	pm := d.s.Metrics()
+	t.Logf("idle: heap in use %d MB, pebble memtables %d MB, block cache %d MB", ms.HeapInuse>>20, pm.MemTable.Size>>20, pm.BlockCache.Size>>20)
 	disk := d.Stats().DiskBytes
-	st, err := js.Stream(t.Context(), frontier.Topology{}.StoreStream())
-	if err != nil {
+	natsDisk := dirBytes(t, srv.StoreDir)
+	if info, err = st.Info(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
+
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	pstart := time.Now()
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= costPuts || t.Failed() {
+					return
+				}
+				u, c := benchCapture(n + i)
+				if err := d.Put(t.Context(), "c1", u, c); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
 	}
+	wg.Wait()
+	puts := time.Since(pstart)
+
 	reads := 100_000
 	rstart := time.Now()
 	for range reads {
@@ -179,9 +213,9 @@ func costOf(t *testing.T, n int, redisPer float64) {
 	if redisPer > 0 {
 		ratio = fmt.Sprintf("%.3f", idlePer/redisPer)
 	}
-	natsDisk := dirBytes(t, srv.StoreDir)
-	t.Logf("disk, %d captures: %.0f puts/s (32 goroutines); RSS %.1f B/URL after writing, %.1f B/URL idle (%s of Redis's); Pebble %.1f B/URL; log %.1f B/URL in messages, %.1f B/URL on disk (%d entries); closed in %v, reopened in %v; %.0f lookups/s",
-		n, float64(n)/el.Seconds(), per, idlePer, ratio, float64(disk)/float64(n), float64(info.State.Bytes)/float64(n), float64(natsDisk)/float64(n), info.State.Msgs, closing.Round(time.Millisecond), reopen.Round(time.Millisecond), float64(reads)/rel.Seconds())
+	t.Logf("disk, %d captures (filled in %v): RSS %.1f B/URL after filling, %.1f B/URL idle (%s of Redis's); Pebble %.1f B/URL; log %.1f B/URL in messages, %.1f B/URL on disk (%d entries); at that size %.0f puts/s (32 goroutines), %.0f lookups/s, closed in %v, reopened in %v",
+		n, fill.Round(time.Second), per, idlePer, ratio, float64(disk)/float64(n), float64(info.State.Bytes)/float64(n), float64(natsDisk)/float64(n), info.State.Msgs,
+		float64(costPuts)/puts.Seconds(), float64(reads)/rel.Seconds(), closing.Round(time.Millisecond), reopen.Round(time.Millisecond))
 }
 
 // dirBytes is the size of the files under dir.
