@@ -79,7 +79,7 @@ func TestFrontierStreamBytes(t *testing.T) {
 			t.Fatalf("Ensure over a %v stream: %v", comp, err)
 		}
 		srv.Shutdown() // seals and compresses the last block
-		per[comp] = float64(streamDirBytes(t, srv.StoreDir, topo.FrontierStream())) / n
+		per[comp] = float64(streamDirBytes(t, srv.StoreDir, topo.FrontierStream())) / float64(n)
 	}
 	t.Logf("frontier stream on disk: %.0f B per waiting URL uncompressed (baseline), %.0f B with S2 (%.2f×)",
 		per[jetstream.NoCompression], per[jetstream.S2Compression], per[jetstream.S2Compression]/per[jetstream.NoCompression])
