@@ -26,12 +26,12 @@ import (
 const Parts = 64
 
 // What Disk costs per URL, measured by TestCaptureCost (./bench.sh
-// captures) at 5 M captures, for `dedup-worker plan`: on disk, each
-// archiving crawler's index and each NATS replica's log; in RAM, a store
-// and its NATS server together, nearly all of it fixed (96 MB at 5 M,
-// 74–87 MB at 1 M), so it falls as the crawl grows.
+// scale), for `dedup-worker plan`: on disk, each archiving crawler's index
+// (155 B at 20 M) and each NATS replica's log (150 B written a capture at a
+// time, as crawlers do, at 5 M); in RAM, a store and its NATS server
+// together, fixed (85 MB at 1 M, 105 at 5 M, 104 at 20 M).
 const (
-	DiskIndexBytesPerURL = 153
+	DiskIndexBytesPerURL = 155
 	DiskLogBytesPerURL   = 150
 	DiskRAMBytesFixed    = 100 << 20
 )
