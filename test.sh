@@ -84,6 +84,13 @@ fi
 # A missing service must fail the run, never skip it.
 export CI=true
 
+# Every file as gofmt writes it.
+unformatted="$(gofmt -l .)"
+if [ -n "$unformatted" ]; then
+	echo "test.sh: gofmt would change these files (run gofmt -w):" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
 go vet ./...
 # staticcheck (by exact version, from the Go module proxy) finds what vet does
 # not: an error shadowed before its check, code nothing uses.

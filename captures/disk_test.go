@@ -154,4 +154,3 @@ func FuzzDecodeCapture(f *testing.F) {
 		}
 	})
 }
-

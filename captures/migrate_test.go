@@ -32,7 +32,7 @@ func TestMigrate(t *testing.T) {
 	for i := range 600 {
 		u := "https://h" + string(rune('a'+i%3)) + ".example/p" + time.Duration(i).String()
 		c := typical()
-		c.PayloadURL, c.Offset, c.Digest = u, int64(i), "sha1:"+enc.EncodeToString([]byte(time.Duration(i%500).String()+"xxxxxxxxxxxxxxxxxxxx")[:20])
+		c.PayloadURL, c.Offset, c.Digest = u, int64(i), "sha1:"+enc.EncodeToString([]byte(time.Duration(i%500).String() + "xxxxxxxxxxxxxxxxxxxx")[:20])
 		puts = append(puts, put{[]string{"c1", "c2"}[i%2], u, c})
 	}
 	elsewhere := typical() // a revisit: its payload is another URL's

@@ -42,8 +42,8 @@ type Store struct {
 	// savedFollowed the last it wrote to the database (follower only).
 	followed      atomic.Uint64
 	savedFollowed uint64
-	ready    chan struct{}
-	readyOne sync.Once
+	ready         chan struct{}
+	readyOne      sync.Once
 	// stats
 	entries, bad, read atomic.Uint64
 	// own is the last sequence this store appended.
@@ -58,7 +58,7 @@ type Store struct {
 
 // part is one partition's place in the log.
 type part struct {
-	mu   sync.Mutex // held while appending or applying
+	mu sync.Mutex // held while appending or applying
 	// last is the sequence of its last entry applied here: written with
 	// mu held, read without by the follower to skip this store's own
 	// entries without waiting behind a writer's append.
