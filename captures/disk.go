@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -49,15 +47,40 @@ const StoreName = "captures"
 // Values are the compact binary encoding of encodeCapture. The crawl and
 // partition lead the key so that deleting a crawl is one range per
 // partition. It is safe for concurrent use.
-type Disk struct {
-	s   *urlstore.Store
-	log urlstore.Log
+type Disk struct{ s *urlstore.Store }
+
+// Unindexed reads and changes captures through their log alone, for the
+// commands that run beside crawlers holding their stores: a lookup reads
+// its partition's entries (1/Parts of the log), a write appends. It is
+// safe for concurrent use.
+type Unindexed struct{ Log urlstore.Log }
+
+var (
+	_ warc.Captures = (*Disk)(nil)
+	_ warc.Captures = Unindexed{}
+)
+
+// records is where Disk and Unindexed read and write the captures' keys:
+// the store's index, or the log itself.
+type records interface {
+	get(ctx context.Context, key []byte) ([]byte, bool, error)
+	write(ctx context.Context, p int, b *urlstore.Batch) error
 }
 
-var _ warc.Captures = (*Disk)(nil)
+func (d *Disk) get(_ context.Context, key []byte) ([]byte, bool, error) { return d.s.Get(key) }
+func (d *Disk) write(ctx context.Context, p int, b *urlstore.Batch) error {
+	return d.s.Write(ctx, p, b)
+}
+
+func (x Unindexed) get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	return urlstore.Lookup(ctx, x.Log, keyPart(key), key)
+}
+func (x Unindexed) write(ctx context.Context, p int, b *urlstore.Batch) error {
+	return urlstore.Append(ctx, x.Log, p, b)
+}
 
 // OpenDisk opens the captures' store in dir over log. A directory another
-// process holds (two crawlers on one data dir) is not shared: the store
+// store holds (two crawlers on one data dir) is not shared: the store
 // opens in the first free of dir, dir.1, dir.2, … instead, so a process
 // that starts again finds its own. It waits until the store has caught
 // up with the log (ctx bounds it; a long catch-up is reported through
@@ -70,11 +93,8 @@ func OpenDisk(ctx context.Context, dir string, log urlstore.Log, logf func(strin
 		if i > 0 {
 			d = dir + "." + strconv.Itoa(i)
 		}
-		if err = os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
-			return nil, fmt.Errorf("captures: %w", err)
-		}
 		s, err = urlstore.Open(ctx, d, log, urlstore.Options{Logf: logf})
-		if err == nil || !isLocked(err) {
+		if !errors.Is(err, urlstore.ErrLocked) {
 			break
 		}
 	}
@@ -85,12 +105,7 @@ func OpenDisk(ctx context.Context, dir string, log urlstore.Log, logf func(strin
 		s.Close()
 		return nil, fmt.Errorf("captures: %w", err)
 	}
-	return &Disk{s: s, log: log}, nil
-}
-
-// isLocked reports Pebble's refusal of a directory another process holds.
-func isLocked(err error) bool {
-	return strings.Contains(err.Error(), "lock") // pebble wraps the flock error without a sentinel
+	return &Disk{s: s}, nil
 }
 
 // Close closes the store.
@@ -101,49 +116,19 @@ func (d *Disk) Stats() urlstore.Stats { return d.s.Stats() }
 
 // Last returns the last capture of u in crawl.
 func (d *Disk) Last(ctx context.Context, crawl, u string) (warc.Capture, bool, error) {
-	return d.get(urlKey(crawl, u), u)
+	return capture(ctx, d, urlKey(crawl, u), u)
 }
 
 // ByDigest returns the first capture of a payload in crawl.
 func (d *Disk) ByDigest(ctx context.Context, crawl, digest string) (warc.Capture, bool, error) {
-	return d.get(digestKey(crawl, digest), "")
-}
-
-func (d *Disk) get(key []byte, u string) (warc.Capture, bool, error) {
-	v, ok, err := d.s.Get(key)
-	if err != nil || !ok {
-		return warc.Capture{}, false, err
-	}
-	c, err := decodeCapture(v, u)
-	if err != nil {
-		return warc.Capture{}, false, err
-	}
-	return c, true, nil
+	return capture(ctx, d, digestKey(crawl, digest), "")
 }
 
 // Put records c as u's last capture and, if the digest has none, as its
 // first: one log entry in u's partition, and one in the digest's unless
 // the store holds the digest already.
 func (d *Disk) Put(ctx context.Context, crawl, u string, c warc.Capture) error {
-	var b urlstore.Batch
-	k := urlKey(crawl, u)
-	b.Set(k, encodeCapture(c, u))
-	if err := d.s.Write(ctx, keyPart(k), &b); err != nil {
-		return fmt.Errorf("captures: %w", err)
-	}
-	if c.Digest == "" {
-		return nil
-	}
-	k = digestKey(crawl, c.Digest)
-	if _, ok, err := d.s.Get(k); err != nil || ok {
-		return err
-	}
-	b.Reset()
-	b.SetIfAbsent(k, encodeCapture(c, ""))
-	if err := d.s.Write(ctx, keyPart(k), &b); err != nil {
-		return fmt.Errorf("captures: %w", err)
-	}
-	return nil
+	return put(ctx, d, crawl, u, c)
 }
 
 // Delete removes a crawl's captures, returning how many this store held.
@@ -155,76 +140,84 @@ func (d *Disk) Delete(ctx context.Context, crawl string) (int64, error) {
 			return 0, err
 		}
 	}
-	return n, deleteCrawl(ctx, crawl, func(p int, b *urlstore.Batch) error { return d.s.Write(ctx, p, b) })
+	return n, deleteCrawl(ctx, d, crawl)
 }
-
-// deleteCrawl writes the removal of a crawl's keys to every partition.
-func deleteCrawl(ctx context.Context, crawl string, write func(int, *urlstore.Batch) error) error {
-	for p := range Parts {
-		var b urlstore.Batch
-		for _, kind := range []byte{'u', 'd'} {
-			b.DeletePrefix(binary.BigEndian.AppendUint16(append([]byte{kind}, crawl+"\x00"...), uint16(p)))
-		}
-		if err := write(p, &b); err != nil {
-			return fmt.Errorf("captures: delete crawl %s: %w", crawl, err)
-		}
-	}
-	return nil
-}
-
-// Unindexed reads and changes captures through their log alone, for the
-// commands that run beside crawlers holding their stores: a lookup reads
-// its partition's entries (1/Parts of the log), a delete appends to each
-// partition. It is safe for concurrent use.
-type Unindexed struct{ Log urlstore.Log }
 
 // Last returns the last capture of u in crawl.
 func (x Unindexed) Last(ctx context.Context, crawl, u string) (warc.Capture, bool, error) {
-	return x.get(ctx, urlKey(crawl, u), u)
+	return capture(ctx, x, urlKey(crawl, u), u)
 }
 
 // ByDigest returns the first capture of a payload in crawl.
 func (x Unindexed) ByDigest(ctx context.Context, crawl, digest string) (warc.Capture, bool, error) {
-	return x.get(ctx, digestKey(crawl, digest), "")
-}
-
-func (x Unindexed) get(ctx context.Context, key []byte, u string) (warc.Capture, bool, error) {
-	v, ok, err := urlstore.Lookup(ctx, x.Log, keyPart(key), key)
-	if err != nil || !ok {
-		return warc.Capture{}, false, err
-	}
-	c, err := decodeCapture(v, u)
-	return c, err == nil, err
+	return capture(ctx, x, digestKey(crawl, digest), "")
 }
 
 // Put records c as u's last capture and, if the digest has none, as its
 // first.
 func (x Unindexed) Put(ctx context.Context, crawl, u string, c warc.Capture) error {
-	var b urlstore.Batch
-	k := urlKey(crawl, u)
-	b.Set(k, encodeCapture(c, u))
-	if err := urlstore.Append(ctx, x.Log, keyPart(k), &b); err != nil {
-		return fmt.Errorf("captures: %w", err)
-	}
-	if c.Digest != "" {
-		b.Reset()
-		k = digestKey(crawl, c.Digest)
-		b.SetIfAbsent(k, encodeCapture(c, ""))
-		if err := urlstore.Append(ctx, x.Log, keyPart(k), &b); err != nil {
-			return fmt.Errorf("captures: %w", err)
-		}
-	}
-	return nil
+	return put(ctx, x, crawl, u, c)
 }
 
 // Delete removes a crawl's captures. It cannot count them without
 // reading the whole log, so it returns the partitions it cleared.
 func (x Unindexed) Delete(ctx context.Context, crawl string) (int64, error) {
-	err := deleteCrawl(ctx, crawl, func(p int, b *urlstore.Batch) error { return urlstore.Append(ctx, x.Log, p, b) })
-	if err != nil {
+	if err := deleteCrawl(ctx, x, crawl); err != nil {
 		return 0, err
 	}
 	return Parts, nil
+}
+
+// capture reads and decodes the capture under key; u is the URL it was
+// stored under ("" for a digest's).
+func capture(ctx context.Context, r records, key []byte, u string) (warc.Capture, bool, error) {
+	v, ok, err := r.get(ctx, key)
+	if err != nil || !ok {
+		return warc.Capture{}, false, err
+	}
+	c, err := decodeCapture(v, u)
+	if err != nil {
+		return warc.Capture{}, false, err
+	}
+	return c, true, nil
+}
+
+// put writes c as u's last capture, then as its digest's first unless the
+// digest has one.
+func put(ctx context.Context, r records, crawl, u string, c warc.Capture) error {
+	var b urlstore.Batch
+	k := urlKey(crawl, u)
+	b.Set(k, encodeCapture(c, u))
+	if err := r.write(ctx, keyPart(k), &b); err != nil {
+		return fmt.Errorf("captures: %w", err)
+	}
+	if c.Digest == "" {
+		return nil
+	}
+	k = digestKey(crawl, c.Digest)
+	if _, ok, err := r.get(ctx, k); err != nil || ok {
+		return err
+	}
+	b.Reset()
+	b.SetIfAbsent(k, encodeCapture(c, ""))
+	if err := r.write(ctx, keyPart(k), &b); err != nil {
+		return fmt.Errorf("captures: %w", err)
+	}
+	return nil
+}
+
+// deleteCrawl writes the removal of a crawl's keys to every partition.
+func deleteCrawl(ctx context.Context, r records, crawl string) error {
+	for p := range Parts {
+		var b urlstore.Batch
+		for _, kind := range []byte{'u', 'd'} {
+			b.DeletePrefix(binary.BigEndian.AppendUint16(append([]byte{kind}, crawl+"\x00"...), uint16(p)))
+		}
+		if err := r.write(ctx, p, &b); err != nil {
+			return fmt.Errorf("captures: delete crawl %s: %w", crawl, err)
+		}
+	}
+	return nil
 }
 
 // key builds kind crawl 0x00 partition hash.

@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Options configure a Store. The zero value means every default.
@@ -49,11 +53,10 @@ type Store struct {
 	// own is the last sequence this store appended.
 	own atomic.Uint64
 
+	lock   *pebble.Lock // the directory's, released after the database closes
 	cancel context.CancelFunc
 	done   chan struct{}
 	closed sync.Once
-	errMu  sync.Mutex
-	err    error // the follower's last error, for Health
 }
 
 // part is one partition's place in the log.
@@ -96,6 +99,18 @@ func (q quiet) Errorf(format string, args ...any) {
 }
 func (q quiet) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 
+// ErrLocked is the error of Open on a directory another store holds, in
+// this process or another.
+var ErrLocked = errors.New("urlstore: directory held by another store")
+
+// isLockHeld reports Pebble's refusal of a held directory lock: the
+// fcntl lock another process holds (EAGAIN or EACCES), or its own table of
+// the locks this process holds, which has no sentinel.
+func isLockHeld(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
 // Open opens (creating if needed) the store in dir over log and starts its
 // follower from where it stopped: a restart reads only the entries written
 // since, never the whole log. Ready says when it has caught up.
@@ -104,20 +119,33 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 	if cacheBytes <= 0 {
 		cacheBytes = 16 << 20
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("urlstore: %w", err)
+	}
+	lock, err := pebble.LockDirectory(dir, vfs.Default)
+	if err != nil {
+		if isLockHeld(err) {
+			err = ErrLocked
+		}
+		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)
+	}
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{
 		Cache:              cache,
+		Lock:               lock,
 		Logger:             quiet{opts.Logf},
 		FormatMajorVersion: pebble.FormatNewest,
 	})
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: log, logf: opts.Logf, parts: map[int]*part{},
+	s := &Store{db: db, lock: lock, log: log, logf: opts.Logf, parts: map[int]*part{},
 		applied: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	if err := s.loadSequences(); err != nil {
 		db.Close()
+		lock.Close()
 		return nil, err
 	}
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -172,9 +200,6 @@ func (s *Store) part(p int) *part {
 // context's or a bad batch leaves it unknown whether b was stored; the
 // follower applies it here if it was.
 func (s *Store) Write(ctx context.Context, p int, b *Batch) error {
-	if err := b.check(); err != nil {
-		return err
-	}
 	return s.Update(ctx, p, func(_ Reader, out *Batch) error {
 		*out = *b
 		return nil
@@ -242,10 +267,7 @@ func (s *Store) waitApplied(ctx context.Context, pt *part, seq uint64) error {
 		s.mu.Lock()
 		ch := s.applied
 		s.mu.Unlock()
-		pt.mu.Lock()
-		last := pt.last.Load()
-		pt.mu.Unlock()
-		if last >= seq {
+		if pt.last.Load() >= seq {
 			return nil
 		}
 		select {
@@ -362,9 +384,6 @@ func (s *Store) follow(ctx context.Context) {
 			}
 			return nil
 		})
-		s.errMu.Lock()
-		s.err = err
-		s.errMu.Unlock()
 		if err != nil && s.logf != nil {
 			s.logf("urlstore: following the log: %v (again in 1s)", err)
 		}
@@ -493,7 +512,7 @@ func (s *Store) Close() error {
 		if f := s.followed.Load(); f > s.savedFollowed {
 			err = s.saveFollowed(f)
 		}
-		err = errors.Join(err, s.db.Close())
+		err = errors.Join(err, s.db.Close(), s.lock.Close())
 	})
 	return err
 }

@@ -373,3 +373,24 @@ func TestUpdateDecidesOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenHeldDirectory: a directory another store holds is refused with
+// ErrLocked, and free again once that store closes.
+func TestOpenHeldDirectory(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(t.Context(), dir, &MemLog{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(t.Context(), dir, &MemLog{}, Options{}); !errors.Is(err, ErrLocked) {
+		t.Errorf("Open of a held directory = %v, want ErrLocked", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(t.Context(), dir, &MemLog{}, Options{})
+	if err != nil {
+		t.Fatalf("Open after Close = %v", err)
+	}
+	b.Close()
+}

@@ -137,10 +137,10 @@ func (s settings) crawlStore(ctx context.Context, js jetstream.JetStream, rdb re
 // else Redis or the bucket.
 func (s settings) captureStore(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient) (captureStore, error) {
 	topo := s.Frontier.Topology().WithDefaults()
-	switch {
-	case s.Warc.Captures == "redis" && rdb != nil:
+	switch s.Warc.Captures {
+	case "redis": // validate requires redis.url with it
 		return captures.Redis{Client: rdb, Prefix: topo.Prefix}, nil
-	case s.Warc.Captures == "bucket":
+	case "bucket":
 		return captures.OpenKV(ctx, js, topo)
 	}
 	log, err := frontier.OpenStoreLog(ctx, js, topo, captures.StoreName)
