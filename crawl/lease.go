@@ -85,7 +85,7 @@ func (l *leaseTable) renew(ctx context.Context) (lost []int, err error) {
 		switch {
 		case uerr == nil:
 			l.owned[p] = newRev
-		case errors.Is(uerr, jetstream.ErrKeyExists), errors.Is(uerr, jetstream.ErrKeyNotFound), isWrongSequence(uerr):
+		case errors.Is(uerr, jetstream.ErrKeyExists), errors.Is(uerr, jetstream.ErrKeyNotFound), frontier.IsWrongSequence(uerr):
 			delete(l.owned, p)
 			lost = append(lost, p)
 		default:
@@ -93,12 +93,6 @@ func (l *leaseTable) renew(ctx context.Context) (lost []int, err error) {
 		}
 	}
 	return lost, err
-}
-
-func isWrongSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // claim takes free partitions until we hold want of them, starting at an
@@ -115,7 +109,7 @@ func (l *leaseTable) claim(ctx context.Context, want int) ([]int, error) {
 			continue
 		}
 		rev, err := l.kv.Create(ctx, l.topo.LeaseKey(p), []byte(l.id))
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
+		if errors.Is(err, jetstream.ErrKeyExists) || frontier.IsWrongSequence(err) {
 			continue
 		}
 		if err != nil {
@@ -135,7 +129,7 @@ func (l *leaseTable) release(ctx context.Context, p int) error {
 	}
 	delete(l.owned, p)
 	err := l.kv.Delete(ctx, l.topo.LeaseKey(p), jetstream.LastRevision(rev))
-	if err != nil && !isWrongSequence(err) {
+	if err != nil && !frontier.IsWrongSequence(err) {
 		return fmt.Errorf("crawl: release partition %d: %w", p, err)
 	}
 	return nil

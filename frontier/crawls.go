@@ -222,7 +222,7 @@ func (c *Crawls) Update(ctx context.Context, id string, change func(*CrawlRecord
 		if err == nil {
 			return rec, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
+		if !errors.Is(err, jetstream.ErrKeyExists) && !IsWrongSequence(err) {
 			return rec, fmt.Errorf("frontier: record crawl %s: %w", id, err)
 		}
 	}
@@ -308,7 +308,10 @@ func (c *Crawls) WatchDeletes(ctx context.Context, deleted func(id string)) erro
 	}
 }
 
-func isWrongSequence(err error) bool {
+// IsWrongSequence reports a compare-and-set JetStream refused: a publish
+// (or a key-value update) whose expected last sequence was not the
+// subject's.
+func IsWrongSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)

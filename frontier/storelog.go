@@ -96,7 +96,7 @@ func (l *StoreLog) Append(ctx context.Context, part int, last uint64, data []byt
 		Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(last, 10)}}}
 	ack, err := l.js.PublishMsg(ctx, m)
 	if err != nil {
-		if isWrongLastSequence(err) {
+		if IsWrongSequence(err) {
 			return 0, urlstore.ErrConflict
 		}
 		return 0, fmt.Errorf("frontier: append to %s: %w", m.Subject, err)
@@ -208,11 +208,4 @@ func (l *StoreLog) ReadPart(ctx context.Context, part int, fn func(urlstore.Entr
 		}
 	}
 	return nil
-}
-
-// isWrongLastSequence reports a publish refused for its expected last
-// sequence.
-func isWrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164)
 }

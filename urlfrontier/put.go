@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sievecrawl/sieve/frontier"
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 )
 
@@ -211,7 +212,7 @@ func (s *Server) applyKnown(ctx context.Context, c candidate, date uint64) error
 				break // completed already, or never queued: marked
 			}
 			err := s.store.urls.Purge(ctx, key, jetstream.LastRevision(rev))
-			if isWrongSequence(err) {
+			if frontier.IsWrongSequence(err) {
 				continue
 			}
 			if err != nil {
@@ -234,7 +235,7 @@ func (s *Server) applyKnown(ctx context.Context, c candidate, date uint64) error
 			}
 		} else {
 			nrev, err = s.store.urls.Update(ctx, key, encode(next), rev)
-			if isWrongSequence(err) {
+			if frontier.IsWrongSequence(err) {
 				continue
 			}
 		}

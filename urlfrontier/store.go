@@ -214,7 +214,7 @@ func (s *store) publishAll(ctx context.Context, msgs []*nats.Msg) ([]result, err
 			case ack := <-f.Ok():
 				res[lo+i].rev = ack.Sequence
 			case err := <-f.Err():
-				if isWrongSequence(err) {
+				if frontier.IsWrongSequence(err) {
 					err = errConflict
 				} else {
 					s.markUnsure()
@@ -313,12 +313,6 @@ func (s *store) publishAsync(ctx context.Context, m *nats.Msg, opts ...jetstream
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// isWrongSequence reports a compare-and-set that found another revision.
-func isWrongSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164)
 }
 
 // createURLs stores new entries whose keys hold no value: dup[i] is true
