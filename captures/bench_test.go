@@ -1,14 +1,12 @@
 package captures
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/heaptest"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/redistest"
 	"github.com/sievecrawl/sieve/urlstore"
@@ -39,25 +38,14 @@ func benchCapture(i int) (string, warc.Capture) {
 	return u, c
 }
 
-// rssAnon is the process's anonymous resident memory (its heap, stacks and
-// the embedded NATS server's), in bytes.
+// rssAnon is the process's anonymous resident memory (its heap, stacks,
+// Pebble's cache and the embedded NATS server's), in bytes.
 func rssAnon(tb testing.TB) int64 {
-	runtime.GC()
-	debug.FreeOSMemory()
-	f, err := os.Open("/proc/self/status")
+	anon, _, err := heaptest.RSS()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "RssAnon:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	tb.Fatal("no RssAnon in /proc/self/status")
-	return 0
+	return anon
 }
 
 // TestCaptureCost measures what the archive's captures cost per URL on

@@ -1,7 +1,6 @@
 package enginebench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -11,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/sievecrawl/sieve/internal/heaptest"
 	"github.com/sievecrawl/sieve/redistest"
 )
 
@@ -350,35 +349,12 @@ func redisUsedMemory(tb testing.TB, c *redis.Client) int64 {
 	return 0
 }
 
-// processMemory returns RssAnon and RssFile of this process, in bytes,
-// after a collection that returns freed heap to the OS.
+// processMemory returns RssAnon and RssFile of this process, in bytes.
 func processMemory(tb testing.TB) (anon, file int64) {
 	tb.Helper()
-	debug.FreeOSMemory()
-	f, err := os.Open("/proc/self/status")
+	anon, file, err := heaptest.RSS()
 	if err != nil {
-		tb.Fatalf("read process memory: %v", err)
-	}
-	defer f.Close()
-	anon, file = -1, -1
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (name != "RssAnon" && name != "RssFile") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			tb.Fatalf("/proc/self/status %s %q: %v", name, v, err)
-		}
-		if name == "RssAnon" {
-			anon = kb << 10
-		} else {
-			file = kb << 10
-		}
-	}
-	if err := sc.Err(); err != nil || anon < 0 || file < 0 {
-		tb.Fatalf("/proc/self/status: no RssAnon and RssFile (%v)", err)
+		tb.Fatal(err)
 	}
 	return anon, file
 }
