@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/leaktest"
 	"github.com/sievecrawl/sieve/stats"
 )
 
@@ -331,7 +331,7 @@ func TestWorkerRidesOutNATSRestart(t *testing.T) {
 
 func TestWorkerCloseLeaksNoGoroutine(t *testing.T) {
 	p := newPipeline(t, frontier.Topology{})
-	before := runtime.NumGoroutine()
+	noLeak := leaktest.Check(t)
 	w := newWorker(t, p, newMemoryFilter(t), nil, frontier.WorkerOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -351,14 +351,7 @@ func TestWorkerCloseLeaksNoGoroutine(t *testing.T) {
 	if err := w.Run(ctx); err == nil {
 		t.Error("second Run succeeded")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	noLeak()
 }
 
 func TestHostPartitionOfIPv6AndPorts(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/leaktest"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/redistest"
@@ -366,7 +366,7 @@ func TestWorkerCloseLeaksNoGoroutine(t *testing.T) {
 	cfg.Filter.SnapshotInterval = 20 * time.Millisecond
 	topo := cfg.Frontier.Topology()
 	ensure(t, js, topo)
-	before := runtime.NumGoroutine()
+	noLeak := leaktest.Check(t)
 	w := &pipeline.Worker{Config: cfg}
 	stop := start(t, w)
 	publish(t, js, topo, 1, "/a", "/b")
@@ -374,12 +374,5 @@ func TestWorkerCloseLeaksNoGoroutine(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	noLeak()
 }

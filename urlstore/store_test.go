@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sievecrawl/sieve/internal/leaktest"
 )
 
 func open(t testing.TB, dir string, log Log) *Store {
@@ -213,7 +214,7 @@ func TestBadEntrySkipped(t *testing.T) {
 // TestCloseLeaksNothing: Close stops the follower; a second Close is a
 // no-op.
 func TestCloseLeaksNothing(t *testing.T) {
-	before := runtime.NumGoroutine()
+	noLeak := leaktest.Check(t)
 	s, err := Open(t.Context(), t.TempDir(), &MemLog{}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -224,14 +225,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	noLeak()
 }
 
 // FuzzDecodeBatch: decoding never panics, and what decodes encodes to a

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/leaktest"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/stats"
 )
@@ -343,7 +343,7 @@ func TestServerDir(t *testing.T) {
 // TestServerCloseLeaksNothing checks that Close ends the sampler and the HTTP
 // server's goroutines, with a page being served.
 func TestServerCloseLeaksNothing(t *testing.T) {
-	before := runtime.NumGoroutine()
+	noLeak := leaktest.Check(t)
 	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()}, Options{Interval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -359,14 +359,7 @@ func TestServerCloseLeaksNothing(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	noLeak()
 }
 
 // TestPeers runs two servers on one NATS: each lists both, with their roles;
