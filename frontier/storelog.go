@@ -45,7 +45,7 @@ func (t Topology) StoreConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        t.StoreStream(),
 		Description: "Sieve: the logs of its per-URL stores (captures, …), one subject per store and partition",
-		Subjects:    []string{t.WithDefaults().Prefix + ".store.>"},
+		Subjects:    []string{t.Prefix + ".store.>"},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		MaxMsgs:     -1,
@@ -90,9 +90,13 @@ func OpenStoreLog(ctx context.Context, js jetstream.JetStream, topo Topology, na
 		prefix: strings.TrimSuffix(topo.StoreFilter(name), ">")}, nil
 }
 
+// subject is the subject of partition part (StoreSubject, from the
+// prefix computed once).
+func (l *StoreLog) subject(part int) string { return l.prefix + strconv.Itoa(part) }
+
 // Append implements urlstore.Log.
 func (l *StoreLog) Append(ctx context.Context, part int, last uint64, data []byte) (uint64, error) {
-	m := &nats.Msg{Subject: l.topo.StoreSubject(l.name, part), Data: data,
+	m := &nats.Msg{Subject: l.subject(part), Data: data,
 		Header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(last, 10)}}}
 	ack, err := l.js.PublishMsg(ctx, m)
 	if err != nil {
@@ -106,7 +110,7 @@ func (l *StoreLog) Append(ctx context.Context, part int, last uint64, data []byt
 
 // Last implements urlstore.Log.
 func (l *StoreLog) Last(ctx context.Context, part int) (uint64, error) {
-	subject := l.topo.StoreSubject(l.name, part)
+	subject := l.subject(part)
 	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
@@ -176,7 +180,7 @@ func (l *StoreLog) Read(ctx context.Context, after uint64, caughtUp func(), fn f
 
 // ReadPart implements urlstore.Log.
 func (l *StoreLog) ReadPart(ctx context.Context, part int, fn func(urlstore.Entry) error) error {
-	subject := l.topo.StoreSubject(l.name, part)
+	subject := l.subject(part)
 	c, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		return fmt.Errorf("frontier: read %s: %w", subject, err)

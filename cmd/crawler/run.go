@@ -51,7 +51,7 @@ type lazyCaptures struct {
 	store warc.Captures
 }
 
-func (l *lazyCaptures) get(ctx context.Context) (warc.Captures, error) {
+func (l *lazyCaptures) get() (warc.Captures, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.store == nil {
@@ -78,7 +78,7 @@ func (l *lazyCaptures) close() {
 }
 
 func (l *lazyCaptures) Last(ctx context.Context, crawl, url string) (warc.Capture, bool, error) {
-	st, err := l.get(ctx)
+	st, err := l.get()
 	if err != nil {
 		return warc.Capture{}, false, err
 	}
@@ -86,7 +86,7 @@ func (l *lazyCaptures) Last(ctx context.Context, crawl, url string) (warc.Captur
 }
 
 func (l *lazyCaptures) ByDigest(ctx context.Context, crawl, digest string) (warc.Capture, bool, error) {
-	st, err := l.get(ctx)
+	st, err := l.get()
 	if err != nil {
 		return warc.Capture{}, false, err
 	}
@@ -94,7 +94,7 @@ func (l *lazyCaptures) ByDigest(ctx context.Context, crawl, digest string) (warc
 }
 
 func (l *lazyCaptures) Put(ctx context.Context, crawl, url string, c warc.Capture) error {
-	st, err := l.get(ctx)
+	st, err := l.get()
 	if err != nil {
 		return err
 	}
