@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -86,18 +85,7 @@ func (x Unindexed) write(ctx context.Context, p int, b *urlstore.Batch) error {
 // up with the log (ctx bounds it; a long catch-up is reported through
 // logf).
 func OpenDisk(ctx context.Context, dir string, log urlstore.Log, logf func(string, ...any)) (*Disk, error) {
-	var s *urlstore.Store
-	var err error
-	for i := range 16 {
-		d := dir
-		if i > 0 {
-			d = dir + "." + strconv.Itoa(i)
-		}
-		s, err = urlstore.Open(ctx, d, log, urlstore.Options{Logf: logf})
-		if !errors.Is(err, urlstore.ErrLocked) {
-			break
-		}
-	}
+	s, err := urlstore.OpenFree(ctx, dir, log, urlstore.Options{Logf: logf})
 	if err != nil {
 		return nil, fmt.Errorf("captures: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,23 @@ type Options struct {
 	// Logf reports a catch-up's progress and the log's bad entries (nil:
 	// nothing is reported).
 	Logf func(format string, args ...any)
+	// OnApply, if set, is called with the changes of each entry once they
+	// are applied (this store's writes and the follower's alike), in the
+	// partition's log order: a user keeps a summary in RAM (a queue's
+	// counts, say) the same in every process. It runs with the partition
+	// held, so it must be quick and must not write to the store; the
+	// changes' bytes are valid only during the call.
+	OnApply func(part int, changes []Change)
+}
+
+// Change is one applied operation, as Options.OnApply sees it: Key set to
+// Value, or with Deleted removed (with Prefix too: every key starting with
+// Key removed). A SetIfAbsent that found its key taken
+// changed nothing and is not reported.
+type Change struct {
+	Key, Value []byte
+	Deleted    bool
+	Prefix     bool
 }
 
 // Store is a local index of a Log: the state its entries leave, in a Pebble
@@ -33,9 +51,10 @@ type Options struct {
 // follower applies every other writer's entries in log order. It is safe
 // for concurrent use.
 type Store struct {
-	db   *pebble.DB
-	log  Log
-	logf func(string, ...any)
+	db      *pebble.DB
+	log     Log
+	logf    func(string, ...any)
+	onApply func(int, []Change)
 
 	mu    sync.Mutex
 	parts map[int]*part
@@ -141,7 +160,7 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 		lock.Close()
 		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, lock: lock, log: log, logf: opts.Logf, parts: map[int]*part{},
+	s := &Store{db: db, lock: lock, log: log, logf: opts.Logf, onApply: opts.OnApply, parts: map[int]*part{},
 		applied: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	if err := s.loadSequences(); err != nil {
 		db.Close()
@@ -261,6 +280,17 @@ func (s *Store) Update(ctx context.Context, p int, fn func(r Reader, b *Batch) e
 	}
 }
 
+// Sync waits until this store has applied every entry of partition p
+// that the log held when it was called: a read after it is exact across
+// every writer, at the cost of one round trip to the log.
+func (s *Store) Sync(ctx context.Context, p int) error {
+	last, err := s.log.Last(ctx, p)
+	if err != nil {
+		return fmt.Errorf("urlstore: partition %d: %w", p, err)
+	}
+	return s.waitApplied(ctx, s.part(p), last)
+}
+
 // waitApplied waits until the follower has applied pt up to seq.
 func (s *Store) waitApplied(ctx context.Context, pt *part, seq uint64) error {
 	for {
@@ -287,10 +317,17 @@ func (s *Store) waitApplied(ctx context.Context, pt *part, seq uint64) error {
 func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) error {
 	pb := s.db.NewIndexedBatch()
 	defer pb.Close()
+	var changes []Change
+	note := func(c Change) {
+		if s.onApply != nil {
+			changes = append(changes, c)
+		}
+	}
 	err := decodeBatch(data, func(op operation) error {
 		k := userKey(op.key)
 		switch op.kind {
 		case opSet:
+			note(Change{Key: op.key, Value: op.value})
 			return pb.Set(k, op.value, nil)
 		case opSetIfAbsent:
 			_, closer, err := pb.Get(k)
@@ -300,15 +337,19 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) e
 			if !errors.Is(err, pebble.ErrNotFound) {
 				return err
 			}
+			note(Change{Key: op.key, Value: op.value})
 			return pb.Set(k, op.value, nil)
 		case opDelete:
+			note(Change{Key: op.key, Deleted: true})
 			return pb.Delete(k, nil)
 		case opDeletePrefix:
+			note(Change{Key: op.key, Deleted: true, Prefix: true})
 			return pb.DeleteRange(k, prefixEnd(k), nil)
 		}
 		return nil
 	})
 	if errors.Is(err, ErrBadBatch) {
+		changes = nil
 		// Not ours, or damaged: skipped by every store alike.
 		s.bad.Add(1)
 		if s.logf != nil {
@@ -333,6 +374,9 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) e
 	}
 	pt.last.Store(seq)
 	s.entries.Add(1)
+	if len(changes) > 0 {
+		s.onApply(p, changes)
+	}
 	s.mu.Lock()
 	close(s.applied)
 	s.applied = make(chan struct{})
@@ -529,4 +573,25 @@ func prefixEnd(p []byte) []byte {
 		}
 	}
 	return nil // p is all 0xff: no upper bound
+}
+
+// OpenFree opens a store in dir, or in the first of dir.1, dir.2, … that
+// no other store holds: two processes of one kind on one data directory
+// (two crawlers, two serve) each keep their own index, and a process that
+// starts again finds one (its own, or a copy as good: every index is the
+// log's). It does not wait for the store to catch up (WaitReady).
+func OpenFree(ctx context.Context, dir string, log Log, opts Options) (*Store, error) {
+	var s *Store
+	var err error
+	for i := range 16 {
+		d := dir
+		if i > 0 {
+			d = dir + "." + strconv.Itoa(i)
+		}
+		s, err = Open(ctx, d, log, opts)
+		if !errors.Is(err, ErrLocked) {
+			break
+		}
+	}
+	return s, err
 }

@@ -388,3 +388,79 @@ func TestOpenHeldDirectory(t *testing.T) {
 	}
 	b.Close()
 }
+
+// TestOnApplyMirrorsEveryStore keeps a summary from OnApply in two stores
+// sharing a log, one writing, the other following: both summaries end
+// equal to what the stores hold, whoever wrote, and a SetIfAbsent that
+// found its key taken is not reported.
+func TestOnApplyMirrorsEveryStore(t *testing.T) {
+	log := &MemLog{}
+	type mirror struct {
+		mu   sync.Mutex
+		m    map[string]string
+		told []string // keys reported, in order
+	}
+	openMirrored := func(dir string) (*Store, *mirror) {
+		mr := &mirror{m: map[string]string{}}
+		s, err := Open(t.Context(), dir, log, Options{Logf: t.Logf, OnApply: func(_ int, cs []Change) {
+			mr.mu.Lock()
+			defer mr.mu.Unlock()
+			for _, c := range cs {
+				mr.told = append(mr.told, string(c.Key))
+				switch {
+				case c.Prefix:
+					for k := range mr.m {
+						if len(k) >= len(c.Key) && k[:len(c.Key)] == string(c.Key) {
+							delete(mr.m, k)
+						}
+					}
+				case c.Deleted:
+					delete(mr.m, string(c.Key))
+				default:
+					mr.m[string(c.Key)] = string(c.Value)
+				}
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, mr
+	}
+	a, ma := openMirrored(t.TempDir())
+	b, mb := openMirrored(t.TempDir())
+	write := func(s *Store, fill func(*Batch)) {
+		t.Helper()
+		var bt Batch
+		fill(&bt)
+		if err := s.Write(t.Context(), 0, &bt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a, func(bt *Batch) { bt.Set([]byte("q1"), []byte("1")); bt.Set([]byte("q2"), []byte("2")) })
+	write(b, func(bt *Batch) { bt.SetIfAbsent([]byte("q1"), []byte("x")); bt.Set([]byte("r1"), []byte("3")) })
+	write(a, func(bt *Batch) { bt.DeletePrefix([]byte("q")); bt.Set([]byte("q3"), []byte("4")) })
+	write(b, func(bt *Batch) { bt.Delete([]byte("r1")) })
+	if err := a.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"q3": "4"}
+	if got := dump(t, a); !maps.Equal(got, want) {
+		t.Fatalf("store a holds %v, want %v", got, want)
+	}
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if !maps.Equal(mb.m, want) {
+		t.Errorf("b's summary %v, want %v", mb.m, want)
+	}
+	// a saw: its first entry, b's (r1 only: q1 was taken), its prefix
+	// delete and set, b's delete.
+	ma.mu.Lock()
+	defer ma.mu.Unlock()
+	if got, want := fmt.Sprint(ma.told), "[q1 q2 r1 q q3 r1]"; got != want {
+		t.Errorf("a was told of %s, want %s", got, want)
+	}
+}
