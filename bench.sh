@@ -49,8 +49,12 @@ captures() { run "Captures on disk (Pebble + the NATS log, embedded server in pr
 # scale SIZE…: the per-URL stores at growing sizes (issue 26), each figure
 # per URL so that a rising one shows: the captures' store (RSS of the store
 # and its NATS server, Pebble's and the log's bytes, put and lookup rates,
-# close and reopen times) and the frontier stream's bytes per waiting URL
-# with and without compression. Sizes accept k and M: ./bench.sh scale 1M 5M 20M.
+# close and reopen times), the frontier stream's bytes per waiting URL
+# with and without compression, and `crawler serve --embedded` measured from
+# outside as a URLFrontier client sees it (PutDiscovered rate into 20,000
+# queues, the process's RSS and data directory per queued URL, SIGTERM stop
+# and restart and SIGKILL restart times until GetStats shows every URL, the
+# GetURLs + known-update rate). Sizes accept k and M: ./bench.sh scale 1M 5M 20M.
 scale() {
 	local sizes=("$@")
 	[ ${#sizes[@]} -gt 0 ] || sizes=(1M 5M 20M)
@@ -62,6 +66,8 @@ scale() {
 			go test ./captures -count=1 -run '^TestCaptureCost$' -sieve.capturesbench -sieve.capturesbench.sizes "$n" -v -timeout 120m
 		run "Scale, $size URLs: frontier stream bytes per waiting URL, S2 vs uncompressed" \
 			go test ./frontier -count=1 -run '^TestFrontierStreamBytes$' -sieve.streambytes.n "$n" -v -timeout 120m
+		run "Scale, $size URLs: crawler serve (URLFrontier) as a subprocess: PutDiscovered/s, RSS and disk per URL, SIGTERM and SIGKILL restart times, GetURLs+known/s" \
+			go test ./cmd/crawler -count=1 -run '^TestServeScale$' -sieve.servebench -sieve.servebench.sizes "$n" -v -timeout 120m
 	done
 }
 
