@@ -75,9 +75,6 @@ func TestNamesPinned(t *testing.T) {
 		{zero.URLFrontierQueueKey("c", "example.com"), "c.a379a6f6eeafb9a5"},
 		{zero.URLFrontierDefaultKey("c"), "c._default"},
 		{zero.URLFrontierServerKey("0a1b"), "server.0a1b"},
-		{zero.URLFrontierServerKeys(), "server.*"},
-		{zero.IsURLFrontierURLKey(zero.URLFrontierURLKey("c", "example.com", "https://example.com/")), true},
-		{zero.IsURLFrontierURLKey(zero.URLFrontierQueueKey("c", "example.com")), false},
 		{zero.IsURLFrontierNodeKey(zero.URLFrontierNodeKey("127.0.0.1:7071")), true},
 		{zero.IsURLFrontierNodeKey(zero.URLFrontierServerKey("0a1b")), false},
 	}

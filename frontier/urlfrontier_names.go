@@ -6,28 +6,27 @@ import (
 	"strings"
 )
 
-// The URLFrontier API server (package urlfrontier) keeps its state in three
-// key-value buckets, named here like every other NATS name:
+// The URLFrontier API server (package urlfrontier) keeps its queues and
+// URLs in a per-URL store (the log's subjects <prefix>.store.queues.<n> in
+// the stores' stream, StoreSubject) and its nodes in two key-value buckets,
+// named here like every other NATS name:
 //
-//	<PREFIX>_UF_QUEUES  one key per queued or in-process URL:
-//	                    <crawl>.<queue hash>.<URL hash>; one per queue with
-//	                    state (delay, block, limit, next turn, counts,
-//	                    leases): <crawl>.<queue hash>; a crawl's default
-//	                    delay: <crawl>._default. One bucket, so that every
-//	                    server sees a URL's change before the change of its
-//	                    queue that follows it.
 //	<PREFIX>_UF_STATE   the active flag of each node: active.<node hash>
 //	<PREFIX>_UF_NODES   live nodes (TTL): node.<node hash>, the address
 //	                    ListNodes shows; server.<instance>, one per running
-//	                    server process (two may share an address), by which
-//	                    a server knows whether it shares the buckets
+//	                    server process (two may share an address)
+//	<PREFIX>_UF_QUEUES  earlier versions' queues, one key per queued or
+//	                    in-process URL: <crawl>.<queue hash>.<URL hash>;
+//	                    one per queue with state: <crawl>.<queue hash>; a
+//	                    crawl's default delay: <crawl>._default. A server
+//	                    that finds it moves it into the store and deletes it.
 //
 // Hashes are hex SHA-256 prefixes: 16 characters for a queue key or a node
 // address, 32 for a canonical URL. Crawl ids are subject tokens
 // (ValidCrawl), so a crawl's keys are the filter <crawl>.>.
 
-// URLFrontierQueuesBucket is the bucket of the URLFrontier server's queues
-// and their queued and in-process URLs: <PREFIX>_UF_QUEUES.
+// URLFrontierQueuesBucket is the bucket where earlier versions of the
+// URLFrontier server kept their queues and URLs: <PREFIX>_UF_QUEUES.
 func (t Topology) URLFrontierQueuesBucket() string { return t.upperPrefix() + "_UF_QUEUES" }
 
 // URLFrontierStateBucket is the bucket of its nodes' active flags:
@@ -57,15 +56,6 @@ func (t Topology) URLFrontierURLKey(crawl, queue, canonicalURL string) string {
 // URLFrontierDefaultKey is the key of a crawl's default queue settings.
 func (t Topology) URLFrontierDefaultKey(crawl string) string { return crawl + "._default" }
 
-// URLFrontierCrawlKeys is the filter of every key of a crawl: its queues
-// and its URLs.
-func (t Topology) URLFrontierCrawlKeys(crawl string) string { return crawl + ".>" }
-
-// URLFrontierQueueKeys is the filter of every URL key of a queue.
-func (t Topology) URLFrontierQueueKeys(crawl, queue string) string {
-	return t.URLFrontierQueueKey(crawl, queue) + ".>"
-}
-
 // URLFrontierActiveKey is the key of a node's active flag in the state
 // bucket; URLFrontierNodeKey its liveness in the nodes bucket.
 func (t Topology) URLFrontierActiveKey(node string) string { return "active." + hexHash(node, 16) }
@@ -77,13 +67,6 @@ func (t Topology) URLFrontierNodeKey(node string) string { return "node." + hexH
 // bucket; instance is a token unique to the process.
 func (t Topology) URLFrontierServerKey(instance string) string { return "server." + instance }
 
-// URLFrontierServerKeys is the filter of every running server's key.
-func (t Topology) URLFrontierServerKeys() string { return "server.*" }
-
 // IsURLFrontierNodeKey reports whether a key of the nodes bucket is a
 // node address's (ListNodes), not a server process's.
 func (t Topology) IsURLFrontierNodeKey(key string) bool { return strings.HasPrefix(key, "node.") }
-
-// IsURLFrontierURLKey reports whether a key of the queues bucket is a
-// URL's (three tokens) rather than a queue's (two).
-func (t Topology) IsURLFrontierURLKey(key string) bool { return strings.Count(key, ".") == 2 }

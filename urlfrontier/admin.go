@@ -4,10 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,16 +25,16 @@ func (s *Server) ListNodes(ctx context.Context, _ *pb.Empty) (*pb.StringList, er
 }
 
 func (s *Server) liveNodes(ctx context.Context) ([]string, error) {
-	lister, err := s.store.nodes.ListKeys(ctx)
+	lister, err := s.b.nodes.ListKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var nodes []string
 	for k := range lister.Keys() {
-		if !s.store.topo.IsURLFrontierNodeKey(k) {
+		if !s.b.topo.IsURLFrontierNodeKey(k) {
 			continue // a server process's key (follow.go)
 		}
-		e, err := s.store.nodes.Get(ctx, k)
+		e, err := s.b.nodes.Get(ctx, k)
 		if err != nil {
 			continue // expired meanwhile
 		}
@@ -53,7 +54,7 @@ func (s *Server) ListCrawls(ctx context.Context, _ *pb.Local) (*pb.StringList, e
 	if err != nil {
 		return nil, errStatus(err)
 	}
-	ids = append(ids, s.store.x.crawlIDs()...)
+	ids = append(ids, s.q.crawlIDs()...)
 	slices.Sort(ids)
 	return &pb.StringList{Values: slices.Compact(ids)}, nil
 }
@@ -66,7 +67,7 @@ func (s *Server) DeleteCrawl(ctx context.Context, req *pb.DeleteCrawlMessage) (*
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.purgeWhere(ctx, c, "", func(*Entry, int64) bool { return true }, true)
+	n, err := s.deleteCrawlQueues(ctx, c)
 	if err != nil {
 		return nil, errStatus(err)
 	}
@@ -80,57 +81,131 @@ func (s *Server) DeleteCrawl(ctx context.Context, req *pb.DeleteCrawlMessage) (*
 	return &pb.Long{Value: uint64(n)}, nil
 }
 
-// purgeWhere removes the URLs of a crawl (of one queue for key != "") that
-// match (given each one's lease), and with states the queues' state too;
-// it returns how many URLs it removed.
-func (s *Server) purgeWhere(ctx context.Context, crawl, key string, match func(e *Entry, lease int64) bool, states bool) (int, error) {
-	var keys []string
-	for _, it := range s.store.x.entries(crawl, key, s.now()) {
-		if match(&it.e, it.lease) {
-			keys = append(keys, it.key)
-		}
-	}
-	// URLs stored by another server whose watch has not reached this one
-	// yet are found in the bucket itself.
-	filter := s.store.topo.URLFrontierCrawlKeys(crawl)
-	if key != "" {
-		filter = s.store.topo.URLFrontierQueueKeys(crawl, key)
-	}
-	if lister, err := s.store.urls.ListKeysFiltered(ctx, filter); err == nil {
-		for k := range lister.Keys() {
-			if !s.store.topo.IsURLFrontierURLKey(k) {
-				continue
-			}
-			if _, ok := s.store.x.entry(k); !ok && !slices.Contains(keys, k) {
-				if e, _, err := s.store.getURL(ctx, k); err == nil && e != nil && match(e, 0) {
-					keys = append(keys, k)
+// deleteCrawlQueues removes a crawl's queues, URLs and default delay:
+// one prefix delete per partition that holds any. It returns how many
+// URLs not completed it removed.
+func (s *Server) deleteCrawlQueues(ctx context.Context, crawl string) (uint64, error) {
+	var counted [Partitions]uint64 // each partition's, set by its update
+	err := parallel(Partitions, func(p int) error {
+		return s.q.update(ctx, p, smallUpdate, func(u *updateTx) error {
+			var queued uint64
+			any, found := false, false
+			for _, kind := range []byte{kindQueue, kindURL, kindReady} {
+				err := u.r.Scan(crawlPrefix(kind, crawl, p), func(_, v []byte) bool {
+					any = true
+					if kind == kindQueue {
+						if q, err := decodeQueue(v); err == nil {
+							queued += q.Queued
+						}
+						return true
+					}
+					return false
+				})
+				if err != nil {
+					return err
+				}
+				if any {
+					u.deletePrefix(crawlPrefix(kind, crawl, p))
+					found = true
 				}
 			}
-		}
-	} else if !isNoKeys(err) {
-		return 0, err
-	}
-	n, err := s.store.purgeKeys(ctx, keys)
-	if err != nil || !states {
-		return n, err
-	}
-	var qkeys []string
-	if key != "" {
-		qkeys = []string{s.store.topo.URLFrontierQueueKey(crawl, key)}
-	} else if lister, err := s.store.queues.ListKeysFiltered(ctx, s.store.topo.URLFrontierCrawlKeys(crawl)); err == nil {
-		for k := range lister.Keys() {
-			if !s.store.topo.IsURLFrontierURLKey(k) {
-				qkeys = append(qkeys, k)
+			if p == partOf(crawl, "") {
+				if _, ok, err := u.r.Get(defaultKey(crawl)); err != nil {
+					return err
+				} else if ok {
+					u.b.Delete(defaultKey(crawl))
+				}
 			}
-		}
-	} else if !isNoKeys(err) {
-		return n, err
+			counted[p] = 0
+			if found {
+				counted[p] = queued
+			}
+			return nil
+		})
+	})
+	var n uint64
+	for _, c := range counted {
+		n += c
 	}
-	_, err = s.store.purgeKeys(ctx, qkeys)
 	return n, err
 }
 
-func isNoKeys(err error) bool { return err == jetstream.ErrNoKeysFound }
+// purgeBatch bounds the URLs one entry of a purge removes.
+const purgeBatch = 1000
+
+// purgeQueued removes a crawl's (one queue's for key != "") queued URLs
+// that match (not those in process: their updates are on the way),
+// partition by partition, at most purgeBatch per entry; it returns how
+// many it removed.
+func (s *Server) purgeQueued(ctx context.Context, crawl, key string, match func(*Entry) bool) (uint64, error) {
+	parts := make([]int, 0, Partitions)
+	if key != "" {
+		parts = append(parts, partOf(crawl, key))
+	} else {
+		for p := range Partitions {
+			parts = append(parts, p)
+		}
+	}
+	var total atomic.Uint64
+	err := parallel(len(parts), func(i int) error {
+		prefix := crawlPrefix(kindURL, crawl, parts[i])
+		if key != "" {
+			prefix = queuePrefix(kindURL, crawl, key)
+		}
+		for {
+			var n uint64
+			now := s.now()
+			err := s.q.update(ctx, parts[i], maxEntryBytes, func(u *updateTx) error {
+				n = 0
+				var scanErr error
+				err := u.r.Scan(prefix, func(k, v []byte) bool {
+					pk, hasQueue, ok := parseKey(k)
+					if !ok || !hasQueue {
+						return true
+					}
+					e := &Entry{Crawl: crawl, Key: pk.queue, URL: string(pk.rest)}
+					if decodeEntry(v, e) != nil {
+						return true
+					}
+					if now, err := u.entry(crawl, e.Key, e.URL); err != nil || now == nil {
+						return err == nil // removed by an update before in this entry
+					} else {
+						e = now // as an update before in this entry left it
+					}
+					if e.Completed || !match(e) {
+						return true
+					}
+					q, err := u.queue(crawl, pk.queue)
+					if err != nil {
+						scanErr = err
+						return false
+					}
+					if _, leased := q.leased(e.URL, now); leased {
+						return true
+					}
+					u.deleteEntry(e)
+					q.Queued--
+					delete(q.Leases, leaseID(e.URL))
+					u.set(q)
+					n++
+					return n < purgeBatch
+				})
+				if err == nil {
+					err = scanErr
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			total.Add(n)
+			if n < purgeBatch {
+				return nil
+			}
+		}
+	})
+	return total.Load(), err
+}
 
 // ListQueues lists a crawl's queue keys in order, active ones only unless
 // include_inactive (a queue is active when it holds URLs not completed and
@@ -142,7 +217,7 @@ func (s *Server) ListQueues(ctx context.Context, req *pb.Pagination) (*pb.QueueL
 	}
 	now := s.now()
 	var keys []string
-	for _, v := range s.store.x.queues(now, []string{c}, "", 0) {
+	for _, v := range s.q.views(now, []string{c}, "") {
 		if req.GetIncludeInactive() || v.active(now) {
 			keys = append(keys, v.key)
 		}
@@ -170,7 +245,7 @@ func (s *Server) GetStats(ctx context.Context, req *pb.QueueWithinCrawlParams) (
 	}
 	now := s.now()
 	st := &pb.Stats{CrawlID: c, Counts: map[string]uint64{"completed": 0, "active_queues": 0}}
-	for _, v := range s.store.x.queues(now, []string{c}, req.GetKey(), 0) {
+	for _, v := range s.q.views(now, []string{c}, req.GetKey()) {
 		st.NumberOfQueues++
 		st.Size += uint64(v.queued)
 		st.InProcess += uint32(v.inProcess)
@@ -192,11 +267,25 @@ func (s *Server) DeleteQueue(ctx context.Context, req *pb.QueueWithinCrawlParams
 	if err := keyArg(req.GetKey(), true); err != nil {
 		return nil, err
 	}
-	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(*Entry, int64) bool { return true }, true)
+	var n uint64
+	err = s.q.update(ctx, partOf(c, req.GetKey()), smallUpdate, func(u *updateTx) error {
+		v, ok, err := u.r.Get(queueKey(c, req.GetKey()))
+		if err != nil || !ok {
+			return err
+		}
+		n = 0
+		if q, err := decodeQueue(v); err == nil {
+			n = q.Queued
+		}
+		for _, kind := range []byte{kindQueue, kindURL, kindReady} {
+			u.deletePrefix(queuePrefix(kind, c, req.GetKey()))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, errStatus(err)
 	}
-	return &pb.Long{Value: uint64(n)}, nil
+	return &pb.Long{Value: n}, nil
 }
 
 // BlockQueueUntil blocks a queue until a time (Unix seconds; 0 unblocks),
@@ -212,7 +301,7 @@ func (s *Server) BlockQueueUntil(ctx context.Context, req *pb.BlockQueueParams) 
 	if req.GetTime() > maxDate {
 		return nil, status.Errorf(codes.InvalidArgument, "time %d: want Unix seconds before year 10000", req.GetTime())
 	}
-	err = s.store.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Blocked = int64(req.GetTime()) * 1000 })
+	err = s.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Blocked = int64(req.GetTime()) * 1000 })
 	return &pb.Empty{}, errStatus(err)
 }
 
@@ -227,7 +316,7 @@ func (s *Server) SetDelay(ctx context.Context, req *pb.QueueDelayParams) (*pb.Em
 		return nil, err
 	}
 	d := int64(req.GetDelayRequestable()) * 1000
-	err = s.store.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Delay, q.HasDelay = d, true })
+	err = s.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Delay, q.HasDelay = d, true })
 	return &pb.Empty{}, errStatus(err)
 }
 
@@ -242,7 +331,7 @@ func (s *Server) SetCrawlLimit(ctx context.Context, req *pb.CrawlLimitParams) (*
 	if err := keyArg(req.GetKey(), true); err != nil {
 		return nil, err
 	}
-	err = s.store.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Limit = req.GetLimit() })
+	err = s.updateQueue(ctx, c, req.GetKey(), func(q *QueueState) { q.Limit = req.GetLimit() })
 	return &pb.Empty{}, errStatus(err)
 }
 
@@ -261,7 +350,7 @@ func (s *Server) SetActive(ctx context.Context, req *pb.Active) (*pb.Empty, erro
 		v = "false"
 	}
 	for _, n := range nodes {
-		if _, err := s.store.state.Put(ctx, s.store.topo.URLFrontierActiveKey(n), []byte(v)); err != nil {
+		if _, err := s.b.state.Put(ctx, s.b.topo.URLFrontierActiveKey(n), []byte(v)); err != nil {
 			return nil, errStatus(err)
 		}
 	}
@@ -284,7 +373,7 @@ func (s *Server) GetActive(ctx context.Context, req *pb.Local) (*pb.Boolean, err
 		return nil, errStatus(err)
 	}
 	for _, n := range nodes {
-		e, err := s.store.state.Get(ctx, s.store.topo.URLFrontierActiveKey(n))
+		e, err := s.b.state.Get(ctx, s.b.topo.URLFrontierActiveKey(n))
 		if err == nil && string(e.Value()) == "false" {
 			return &pb.Boolean{State: false}, nil
 		}
@@ -329,20 +418,20 @@ func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*p
 	if _, err := s.existing(ctx, req.GetCrawlID()); err != nil {
 		return nil, err
 	}
-	key := s.store.topo.URLFrontierURLKey(c.crawl, c.key, c.url)
-	e, _, err := s.store.getURL(ctx, key)
+	p := partOf(c.crawl, c.key)
+	if err := s.q.st.Sync(ctx, p); err != nil {
+		return nil, errStatus(err)
+	}
+	e, err := readEntry(s.q.st, c.crawl, c.key, c.url)
 	if err != nil {
 		return nil, errStatus(err)
 	}
 	if e != nil {
-		q, _, err := s.store.getQueue(ctx, stateKeyOf(key))
+		q, err := readQueue(s.q.st, c.crawl, c.key)
 		if err != nil {
 			return nil, errStatus(err)
 		}
-		var lease int64
-		if q != nil {
-			lease, _ = q.leased(key, s.now())
-		}
+		lease, _ := q.leased(c.url, s.now())
 		return s.item(e, lease), nil
 	}
 	f, release, err := s.o.Filters.Acquire(ctx, c.crawl)
@@ -368,6 +457,8 @@ func (s *Server) item(e *Entry, lease int64) *pb.URLItem {
 	info := &pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}
 	it := &pb.URLItem{ID: e.URL, CreationDate: uint64(e.Created)}
 	switch {
+	case e.Completed:
+		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info}}
 	case lease > 0:
 		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info, RefetchableFromDate: uint64(lease / 1000)}}
 	case e.Known:
@@ -404,19 +495,33 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 		size = 100
 	}
 	skip := int(req.GetStart())
-	for _, it := range s.store.x.entries(c, req.GetKey(), s.now()) {
-		if !match(&it.e) {
-			continue
+	now := s.now()
+	var page []*pb.URLItem
+	states := map[string]*QueueState{}
+	err = s.q.entries(c, req.GetKey(), func(e *Entry) bool {
+		if e.Completed || !match(e) {
+			return true
 		}
 		if skip > 0 {
 			skip--
-			continue
+			return true
 		}
-		if size == 0 {
-			break
+		q := states[e.Key]
+		if q == nil {
+			if q, _ = readQueue(s.q.st, c, e.Key); q == nil {
+				q = &QueueState{}
+			}
+			states[e.Key] = q
 		}
-		size--
-		if err := stream.Send(s.item(&it.e, it.lease)); err != nil {
+		lease, _ := q.leased(e.URL, now)
+		page = append(page, s.item(e, lease))
+		return len(page) < size
+	})
+	if err != nil {
+		return errStatus(err)
+	}
+	for _, it := range page {
+		if err := stream.Send(it); err != nil {
 			return err
 		}
 	}
@@ -432,10 +537,14 @@ func (s *Server) CountURLs(ctx context.Context, req *pb.CountUrlParams) (*pb.Lon
 	}
 	match := matcher(req.GetFilter(), req.GetIgnoreCase())
 	var n uint64
-	for _, it := range s.store.x.entries(c, req.GetKey(), s.now()) {
-		if match(&it.e) {
+	err = s.q.entries(c, req.GetKey(), func(e *Entry) bool {
+		if !e.Completed && match(e) {
 			n++
 		}
+		return true
+	})
+	if err != nil {
+		return nil, errStatus(err)
 	}
 	return &pb.Long{Value: n}, nil
 }
@@ -450,11 +559,30 @@ func (s *Server) PurgeURLs(ctx context.Context, req *pb.PurgeUrlParams) (*pb.Lon
 	}
 	now := s.o.Now()
 	cutoff := now.Add(-time.Duration(req.GetDays()) * 24 * time.Hour).Unix()
-	n, err := s.purgeWhere(ctx, c, req.GetKey(), func(e *Entry, lease int64) bool {
-		return e.Created <= cutoff && lease == 0
-	}, false)
+	n, err := s.purgeQueued(ctx, c, req.GetKey(), func(e *Entry) bool { return e.Created <= cutoff })
 	if err != nil {
 		return nil, errStatus(err)
 	}
-	return &pb.Long{Value: uint64(n)}, nil
+	return &pb.Long{Value: n}, nil
+}
+
+// updateQueue applies change to a queue's state (a new one for a queue
+// without) in its partition; with an empty key, change sets the crawl's
+// default delay (only Delay is read).
+func (s *Server) updateQueue(ctx context.Context, crawl, key string, change func(*QueueState)) error {
+	return s.q.update(ctx, partOf(crawl, key), smallUpdate, func(u *updateTx) error {
+		if key == "" {
+			var q QueueState
+			change(&q)
+			u.b.Set(defaultKey(crawl), []byte(strconv.FormatInt(q.Delay, 10)))
+			return nil
+		}
+		q, err := u.queue(crawl, key)
+		if err != nil {
+			return err
+		}
+		change(q)
+		u.set(q)
+		return nil
+	})
 }

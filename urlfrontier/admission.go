@@ -149,27 +149,50 @@ func (noMessages) Touch()                         {}
 func (noMessages) Park(string, time.Duration) int { return 0 }
 
 // publisher is the admit.Publisher of the server: it stores admitted URLs
-// in the queues bucket beside its queue, where a key that holds a value already is the
-// duplicate the protocol expects of a frontier.
+// in their queues, where a URL that has a record already (queued or
+// completed) is the duplicate the protocol expects of a frontier. Each
+// partition's URLs are one read-modify-write (urlstore.Update): the
+// first writer of a URL wins in every server.
 type publisher struct{ s *Server }
 
 var _ admit.Publisher = publisher{}
 
 func (p publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, error) {
-	now := p.s.o.Now()
-	keys := make([]string, len(urls))
-	entries := make([]*Entry, len(urls))
-	for i, u := range urls {
-		keys[i] = p.s.store.topo.URLFrontierURLKey(u.Crawl, u.Key, u.URL)
-		entries[i] = &Entry{V: formatVersion, Crawl: u.Crawl, URL: u.URL, Key: u.Key, Meta: u.Meta, Created: now.Unix()}
+	now := p.s.o.Now().Unix()
+	at := make([]int, len(urls))
+	for i := range at {
+		at[i] = i
 	}
-	dup, errs, err := p.s.store.createURLs(ctx, keys, entries)
-	if err != nil {
-		return nil, err
-	}
+	parts, groups, sizes := byPartition(at, func(i int) int { return partOf(urls[i].Crawl, urls[i].Key) },
+		func(i int) int { return 2*len(urls[i].URL) + len(urls[i].Key) + metaSize(urls[i].Meta) + 64 })
 	acks := make([]admit.Ack, len(urls))
-	for i := range acks {
-		acks[i] = admit.Ack{Duplicate: dup[i], Err: errs[i]}
-	}
+	_ = parallel(len(parts), func(g int) error {
+		dup := make([]bool, len(groups[g]))
+		err := p.s.q.update(ctx, parts[g], sizes[g], func(tx *updateTx) error {
+			for j, i := range groups[g] {
+				u := urls[i]
+				e, err := tx.entry(u.Crawl, u.Key, u.URL)
+				if err != nil {
+					return err
+				}
+				if dup[j] = e != nil; dup[j] {
+					continue
+				}
+				q, err := tx.queue(u.Crawl, u.Key)
+				if err != nil {
+					return err
+				}
+				tx.putEntry(&Entry{Crawl: u.Crawl, URL: u.URL, Key: u.Key, Meta: u.Meta, Created: now})
+				tx.b.Set(readyKey(u.Crawl, u.Key, 0, u.URL), nil)
+				q.Queued++
+				tx.set(q)
+			}
+			return nil
+		})
+		for j, i := range groups[g] {
+			acks[i] = admit.Ack{Duplicate: dup[j] && err == nil, Err: err}
+		}
+		return nil
+	})
 	return acks, nil
 }

@@ -13,10 +13,11 @@
 //     crawl's own filter (the dedup workers' filters: in Redis for a
 //     deployment, in memory in the embedded mode, where `serve` runs the
 //     worker whose filters it shares). The Core's publisher stores the
-//     URL in the bucket <PREFIX>_UF_QUEUES instead of the frontier stream: a
-//     create that finds the key taken is the duplicate the protocol
-//     expects of a frontier (admit: "publish, then mark"), so a URL is
-//     queued once per crawl whatever servers, clients or retries race.
+//     URL in its queue in the queues' store (below) instead of the frontier
+//     stream: a URL that has a record already is the duplicate the
+//     protocol expects of a frontier (admit: "publish, then mark"), so a
+//     URL is queued once per crawl whatever servers, clients or retries
+//     race.
 //     Admitted is OK; held by the filter (any spelling that canonicalizes
 //     alike) is SKIPPED, as is an invalid item (bad crawl id, a URL the
 //     policy rejects, a queue key over 255 bytes, metadata out of bounds),
@@ -26,23 +27,11 @@
 //     Calling the Core directly, rather than publishing discovered messages
 //     and waiting for a worker, is what lets each item have its status.
 //   - A known URL is a fetched one: with refetchable_from_date 0 it is
-//     completed (its key purged, marked in the filter, counted in its
-//     queue's state), otherwise stored again due at that date, so it is
-//     handed out again from then, the earliest date first.
+//     completed (kept with its metadata, never handed out again, marked in
+//     the filter, counted in its queue's state), otherwise due again at
+//     that date, so it is handed out again from then, the earliest first.
 //   - Queues are keyed by the item's key, or by the URL's host
-//     (frontier.HostKey). A queue's delay, block, crawl limit, next turn,
-//     counts and leases (each handed-out URL's hash and the end of its
-//     lease) are one value in <PREFIX>_UF_QUEUES, beside its URLs; a
-//     crawl's default delay another. GetURLs takes a queue's turn and
-//     leases its URLs with one compare-and-set of that value: two servers
-//     never hand out one URL at once or serve a queue twice within its
-//     delay, a hand-out costs one write per queue, and a lease that ends
-//     without an update makes the URL ready again with no timer anywhere.
-//     A known update writes the URL, then its queue (the lease removed,
-//     the counts): the bucket's one watch delivers them in that order, so
-//     no server sees the queue's new state with the completed URL still
-//     ready, and one that has not seen the URL's change fails its
-//     compare-and-set on the queue.
+//     (frontier.HostKey).
 //   - The active flag of each node is in <PREFIX>_UF_STATE, live nodes in
 //     <PREFIX>_UF_NODES (entries expire 15 s after a node stops). So
 //     leases, delays, blocks, limits, refetch dates and the active flag
@@ -52,22 +41,42 @@
 //     URLs and queues here, then deletes its filter, counts, record and
 //     pipeline messages (crawls.Store.Delete), so the id is free at once.
 //
-// # Reads
+// # The queues' store: every URL on disk
 //
-// Each server keeps an index of the bucket (index.go): ListQueues,
-// GetStats, ListURLs and CountURLs read it, and GetURLs chooses from it what
-// to lease. It applies its own writes as they are acknowledged and watches
-// the bucket for the other servers' only while another server is live
-// (follow.go: a watch also brings back every write of its own, which cost
-// a server alone a third of its ingest rate). A change made by another
-// server reaches it in milliseconds; the compare-and-sets make hand-outs
-// exact regardless.
-// GetURLStatus reads the bucket itself, so it is exact for queued and
-// in-process URLs. A completed URL is no longer stored: the crawl's filter
-// answers for it, which holds every completed URL but may also hold, at
-// its false-positive rate, one never seen. Such a URL is "probably seen":
-// a known item without a refetch date; one the filter does not hold is
-// NotFound.
+// Every URL's record, queued or completed, lives in a package urlstore
+// store: a log in the stores' stream (subjects <prefix>.store.queues.<n>,
+// replicated with frontier.replicas) that is the truth, and in each server
+// a Pebble index of it in Options.Dir (keys.go has the layout). A queue
+// lives in one of Partitions partitions, a hash of its crawl and key; in
+// it, the queue's state (delay, block, limit, next turn, counts, leases),
+// its URLs' records, and a ready index of its queued URLs by due time.
+//
+//   - GetURLs chooses queues from the states, which every server holds in
+//     RAM (one per queue, kept from every applied change: urlstore's
+//     OnApply), then takes each partition's turns with one
+//     read-modify-write (urlstore.Update, a compare-and-append on the
+//     partition's log): read the queue's state and ready URLs as the log
+//     leaves them, lease the URLs in the state, set its next turn. Two
+//     servers never hand out one URL at once or serve a queue twice within
+//     its delay; a hand-out costs one log entry per partition; a lease
+//     that ends without an update makes the URL ready again with no timer.
+//   - Puts and known updates are one read-modify-write per partition of a
+//     batch, so a batch of 500 items costs tens of log entries, not 500.
+//   - A server's RAM is the summaries (per queue, not per URL) and
+//     Pebble's cache and memtables (fixed). A restart reads the log's
+//     entries written since it stopped, not the whole state; a server with
+//     an empty directory (a new machine, a lost disk) rebuilds its index
+//     from the log, logging its progress.
+//   - Reads (ListURLs, CountURLs, PurgeURLs) scan the local index, in key
+//     order: partition, queue, URL. GetURLStatus first waits for the
+//     index to hold its partition's last entry (one round trip), so it is
+//     exact across servers, completed URLs included; a URL the store does
+//     not hold is answered from the crawl's filter, which may hold, with
+//     its false-positive rate, one never seen ("probably seen": a known
+//     item without a refetch date); one it does not hold is NotFound.
+//   - The queues of earlier versions, a bucket with a key per URL
+//     (<PREFIX>_UF_QUEUES), are moved into the store by the first server
+//     that starts, then the bucket is deleted (migrate.go).
 //
 // # Limits and bad input
 //
@@ -80,10 +89,7 @@
 // client that disconnects mid-stream loses the acks of the items in
 // hand; those it resends are known and SKIPPED, never admitted twice.
 //
-// Each index holds every queued URL of every crawl in memory, and GetURLs
-// looks at every queue of the crawls it serves: fine for millions of URLs
-// and thousands of queues per server. BenchmarkIndexMemory measures 288
-// bytes per URL of the form https://www.siteN.example/articles/N.html (a
-// bare map of each key to its URL takes 165): 10 million queued URLs need
-// about 3 GB in each server.
+// RAM does not grow with URLs: ./bench.sh scale measures serve with its
+// NATS server at 1 M, 5 M and 20 M queued URLs (ARCHITECTURE.md has the
+// figures).
 package urlfrontier

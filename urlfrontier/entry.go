@@ -1,51 +1,183 @@
 package urlfrontier
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sievecrawl/sieve/frontier"
 )
 
-// formatVersion is the "v" of the values this package writes to its
-// buckets; a reader refuses another.
-const formatVersion = 1
+// formatVersion is the "v" of a queue's state and the first byte of a
+// URL's record; a reader refuses another.
+const formatVersion = 2
 
-// Entry is one queued or in-process URL, the value of its key in the URLs
-// bucket (JSON, "v":1):
-//
-//	{"v":1,"crawl":"DEFAULT","url":"https://example.com/","key":"example.com",
-//	 "meta":{"depth":["1"]},"created":1764000000,"due":0}
-//
-// A URL is ready when Due (Unix milliseconds; 0: at once) has passed and
-// its queue holds no running lease of it (QueueState.Leases); a URL
-// scheduled for a refetch is due at its refetch date.
+// Entry is one URL of a queue, the value of its U key (entryKey): queued
+// (waiting for its first fetch, or scheduled for a refetch at Due) or
+// completed (fetched, never handed out again; kept with its metadata).
+// Its crawl, queue and URL are in the key. A URL is ready when it is
+// queued, Due (Unix milliseconds; 0: at once) has passed and its queue
+// holds no running lease of it (QueueState.Leases).
 type Entry struct {
-	V       int                 `json:"v"`
-	Crawl   string              `json:"crawl"`
-	URL     string              `json:"url"`
-	Key     string              `json:"key"`
-	Meta    map[string][]string `json:"meta,omitempty"`
-	Created int64               `json:"created"` // Unix seconds, when first stored
-	Due     int64               `json:"due"`     // Unix milliseconds
+	Crawl string
+	URL   string
+	Key   string
+	Meta  map[string][]string
+	// Created is when it was first stored (Unix seconds).
+	Created int64
+	Due     int64
 	// Known says a known update scheduled it for a refetch at Due.
-	Known bool `json:"known,omitempty"`
+	Known bool
+	// Completed says a known update without a refetch date completed it.
+	Completed bool
 }
 
-// ready reports whether e is due at now (Unix ms).
-func (e *Entry) ready(now int64) bool { return e.Due <= now }
+// Flags of an encoded entry.
+const (
+	flagKnown     = 1
+	flagCompleted = 2
+)
 
-// QueueState is a queue's settings and turn, the value of its key in the
-// queues bucket (JSON, "v":1). A zero field is unset.
+// encodeEntry is a URL's record: binary, as it is stored once per URL.
+//
+//	version (1)  flags (1)  uvarint created  uvarint due
+//	uvarint metadata keys, then per key: uvarint len, key,
+//	  uvarint values, then per value: uvarint len, value
+//
+// Keys are written in sorted order, so equal entries encode alike.
+func encodeEntry(e *Entry) []byte {
+	b := make([]byte, 0, 16+metaSize(e.Meta))
+	var flags byte
+	if e.Known {
+		flags |= flagKnown
+	}
+	if e.Completed {
+		flags |= flagCompleted
+	}
+	b = append(b, formatVersion, flags)
+	b = binary.AppendUvarint(b, uint64(max(e.Created, 0)))
+	b = binary.AppendUvarint(b, uint64(max(e.Due, 0)))
+	b = binary.AppendUvarint(b, uint64(len(e.Meta)))
+	for _, k := range slices.Sorted(maps.Keys(e.Meta)) {
+		b = appendString(b, k)
+		b = binary.AppendUvarint(b, uint64(len(e.Meta[k])))
+		for _, v := range e.Meta[k] {
+			b = appendString(b, v)
+		}
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func metaSize(m map[string][]string) int {
+	n := 0
+	for k, vs := range m {
+		n += len(k) + 2
+		for _, v := range vs {
+			n += len(v) + 2
+		}
+	}
+	return n
+}
+
+var errFormat = errors.New("urlfrontier: bad stored value")
+
+// decodeEntry reads a record written by encodeEntry into e (whose Crawl,
+// URL and Key the caller sets from the key). It never panics; metadata
+// beyond frontier's bounds is refused as the puts are.
+func decodeEntry(b []byte, e *Entry) error {
+	if len(b) < 2 || b[0] != formatVersion {
+		return fmt.Errorf("%w: entry version", errFormat)
+	}
+	e.Known, e.Completed = b[1]&flagKnown != 0, b[1]&flagCompleted != 0
+	rest := b[2:]
+	num := func() (uint64, error) {
+		v, n := binary.Uvarint(rest)
+		if n <= 0 {
+			return 0, fmt.Errorf("%w: entry number", errFormat)
+		}
+		rest = rest[n:]
+		return v, nil
+	}
+	str := func() (string, error) {
+		n, err := num()
+		if err != nil || n > uint64(len(rest)) {
+			return "", fmt.Errorf("%w: entry string", errFormat)
+		}
+		s := string(rest[:n])
+		rest = rest[n:]
+		return s, nil
+	}
+	for _, t := range []*int64{&e.Created, &e.Due} {
+		v, err := num()
+		if err != nil {
+			return err
+		}
+		if v > 1<<62 {
+			return fmt.Errorf("%w: entry time", errFormat)
+		}
+		*t = int64(v)
+	}
+	keys, err := num()
+	if err != nil {
+		return err
+	}
+	if keys > frontier.MaxMetaKeys {
+		return fmt.Errorf("%w: %d metadata keys", errFormat, keys)
+	}
+	e.Meta = nil
+	values := 0
+	for range keys {
+		k, err := str()
+		if err != nil {
+			return err
+		}
+		n, err := num()
+		if err != nil {
+			return err
+		}
+		if values += int(min(n, frontier.MaxMetaValues+1)); values > frontier.MaxMetaValues {
+			return fmt.Errorf("%w: metadata values", errFormat)
+		}
+		vs := make([]string, 0, n)
+		for range n {
+			v, err := str()
+			if err != nil {
+				return err
+			}
+			vs = append(vs, v)
+		}
+		if e.Meta == nil {
+			e.Meta = make(map[string][]string, keys)
+		}
+		if _, dup := e.Meta[k]; dup {
+			return fmt.Errorf("%w: metadata key %q twice", errFormat, k)
+		}
+		e.Meta[k] = vs
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%w: %d bytes after the entry", errFormat, len(rest))
+	}
+	return nil
+}
+
+// QueueState is a queue's settings, turn and counts, the value of its Q
+// key (JSON, "v":2): one per queue, read into every server's RAM. A zero
+// field is unset.
 type QueueState struct {
 	V     int    `json:"v"`
 	Crawl string `json:"crawl"`
 	Key   string `json:"key"`
-	// Delay is the pause between two turns in milliseconds; -1 or unset
-	// (0 with HasDelay false): the crawl's default.
+	// Delay is the pause between two turns in milliseconds; unset
+	// (HasDelay false): the crawl's default.
 	Delay    int64 `json:"delay,omitempty"`
 	HasDelay bool  `json:"has_delay,omitempty"`
 	// Blocked is the Unix ms until which nothing is handed out.
@@ -55,43 +187,35 @@ type QueueState struct {
 	Limit uint32 `json:"limit,omitempty"`
 	// Next is the Unix ms of the queue's next turn.
 	Next int64 `json:"next,omitempty"`
-	// Fetched counts known updates of the queue's URLs (fetches);
-	// Completed those that completed a URL.
+	// Queued counts its URLs not completed (waiting, scheduled or in
+	// process); Fetched its known updates (fetches); Completed those
+	// that completed a URL.
+	Queued    uint64 `json:"queued,omitempty"`
 	Fetched   uint64 `json:"fetched,omitempty"`
 	Completed uint64 `json:"completed,omitempty"`
-	// Leases are the queue's URLs handed out: the last token of each
-	// one's key (its URL hash) to the Unix ms its lease ends. A URL whose
-	// lease ended is ready again; its known update removes it. Leasing in
-	// the queue's value, which each hand-out writes anyway, makes a
-	// hand-out one write per queue, not one per URL.
+	// Leases are the queue's URLs handed out: each one's hash (leaseID)
+	// to the Unix ms its lease ends. A URL whose lease ended is ready
+	// again; its known update removes it. Leasing in the queue's state,
+	// which each hand-out writes anyway, makes a hand-out one write per
+	// queue, not one per URL.
 	Leases map[string]int64 `json:"leases,omitempty"`
 }
 
-// leased reports whether the URL of key is handed out at now.
-func (q *QueueState) leased(key string, now int64) (until int64, ok bool) {
-	until, ok = q.Leases[urlHash(key)]
+// leased reports whether u is handed out at now.
+func (q *QueueState) leased(u string, now int64) (until int64, ok bool) {
+	until, ok = q.Leases[leaseID(u)]
 	return until, ok && until > now
 }
 
-// urlHash is the last token of a URL's key.
-func urlHash(key string) string {
-	if i := strings.LastIndexByte(key, '.'); i >= 0 {
-		return key[i+1:]
+// inProcess counts the running leases at now.
+func (q *QueueState) inProcess(now int64) int {
+	n := 0
+	for _, until := range q.Leases {
+		if until > now {
+			n++
+		}
 	}
-	return key
-}
-
-var errFormat = errors.New("urlfrontier: bad stored value")
-
-func decodeEntry(b []byte) (*Entry, error) {
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("%w: %v", errFormat, err)
-	}
-	if e.V != formatVersion || !frontier.ValidCrawl(e.Crawl) || e.URL == "" || len(e.Key) > frontier.MaxKeyBytes {
-		return nil, fmt.Errorf("%w: entry v%d crawl %q", errFormat, e.V, e.Crawl)
-	}
-	return &e, nil
+	return n
 }
 
 func decodeQueue(b []byte) (*QueueState, error) {
@@ -99,14 +223,14 @@ func decodeQueue(b []byte) (*QueueState, error) {
 	if err := json.Unmarshal(b, &q); err != nil {
 		return nil, fmt.Errorf("%w: %v", errFormat, err)
 	}
-	if q.V != formatVersion || !frontier.ValidCrawl(q.Crawl) {
+	if q.V != formatVersion || !frontier.ValidCrawl(q.Crawl) || len(q.Key) > frontier.MaxKeyBytes {
 		return nil, fmt.Errorf("%w: queue v%d crawl %q", errFormat, q.V, q.Crawl)
 	}
 	return &q, nil
 }
 
-func encode(v any) []byte {
-	b, err := json.Marshal(v)
+func encodeQueue(q *QueueState) []byte {
+	b, err := json.Marshal(q)
 	if err != nil {
 		panic(err) // only plain fields: cannot fail
 	}

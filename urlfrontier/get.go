@@ -2,7 +2,6 @@ package urlfrontier
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -16,11 +15,18 @@ import (
 // served when it is not blocked, its turn has come (its delay has passed
 // since it was last served), it has fewer than max_urls_per_queue URLs in
 // process and it is under its crawl limit; the queues that waited longest
-// go first. Each queue's turn is taken, and its URLs leased (until now +
-// delay_requestable), with one compare-and-set of its state, so two servers
-// never hand out one URL or serve one queue twice within its delay, and a
-// hand-out costs one write per queue. Nothing is handed out while the node
-// is inactive.
+// go first.
+//
+// The queues are chosen from the summaries in RAM and their ready URLs
+// read from the local index; then each partition's turns are taken with
+// one read-modify-write of the partition (urlstore.Update), which reads
+// the queues' states and ready URLs again as the log leaves them, leases
+// the URLs (until now + delay_requestable) and sets each queue's next
+// turn in its state. So two servers never hand out one URL or serve one
+// queue twice within its delay, a hand-out costs one log entry per
+// partition, and a lease that ends without an update makes the URL ready
+// again with no timer anywhere. Nothing is handed out while the node is
+// inactive.
 func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer) error {
 	ctx := stream.Context()
 	var crawls []string
@@ -43,95 +49,135 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	}
 	perQueue := int(req.GetMaxUrlsPerQueue())
 	now := s.now()
-	// Choose the queues on their counts, then read the ready URLs of
-	// those chosen only.
-	views := s.store.x.queues(now, crawls, req.GetKey(), 0)
-	type turn struct {
-		v *queueView
-		n int // URLs to hand out
-	}
+	views := s.q.views(now, crawls, req.GetKey())
 	var turns []turn
 	for i := range views {
 		v := &views[i]
-		if v.queued == 0 || v.blocked(now) || v.state.Next > now {
+		if v.queued == 0 || v.idle > now {
 			continue
 		}
-		n := v.queued
-		if perQueue > 0 {
-			n = min(n, perQueue-v.inProcess)
+		if n := s.allowance(v.state, v.inProcess, v.queued, perQueue, now); n > 0 {
+			turns = append(turns, turn{v: v, n: n})
 		}
-		if l := int64(v.state.Limit); l > 0 {
-			n = int(min(int64(n), l-int64(v.state.Fetched)-int64(v.inProcess)))
-		}
-		if n <= 0 {
-			continue
-		}
-		turns = append(turns, turn{v, n})
 	}
 	slices.SortFunc(turns, func(a, b turn) int {
-		return cmp.Or(cmp.Compare(a.v.state.Next, b.v.state.Next), strings.Compare(a.v.stateKey, b.v.stateKey))
+		return cmp.Or(cmp.Compare(a.v.state.Next, b.v.state.Next), strings.Compare(a.v.crawl, b.v.crawl),
+			strings.Compare(a.v.key, b.v.key))
 	})
 	// Read the ready URLs of the queues in that order until max_queues
 	// have some (a queue may hold only URLs due later) or the budget is
-	// spent.
+	// spent: a hint, from the local index, of what the updates will take.
 	maxQueues, budget := int(req.GetMaxQueues()), s.o.MaxHandOut
 	chosen := turns[:0]
 	for _, t := range turns {
 		if (maxQueues > 0 && len(chosen) == maxQueues) || budget == 0 {
 			break
 		}
-		t.v.ready = s.store.x.ready(t.v.stateKey, now, min(t.n, budget))
-		if t.n = len(t.v.ready); t.n > 0 {
-			chosen = append(chosen, t)
-			budget -= t.n
+		items, next, err := ready(s.q.st, t.v.crawl, t.v.key, &t.v.state, now, min(t.n, budget))
+		if err != nil {
+			return errStatus(err)
 		}
+		if len(items) == 0 {
+			if next == 0 {
+				next = now + time.Hour.Milliseconds() // none queued: until its state changes
+			}
+			s.q.setIdle(t.v, next)
+			continue
+		}
+		t.n = len(items)
+		chosen = append(chosen, t)
+		budget -= t.n
 	}
-	turns = chosen
-	// Take each queue's turn and lease its URLs with one compare-and-set
-	// of its state; all the queues in one round trip.
+	parts, groups, sizes := byPartition(chosen, func(t turn) int { return partOf(t.v.crawl, t.v.key) },
+		func(t turn) int { return 256 + 40*(len(t.v.state.Leases)+t.n) })
+	handed := make([][]readyItem, len(parts))
 	until := now + lease.Milliseconds()
-	qw := make([]write, 0, len(turns))
-	qs := make([]*QueueState, 0, len(turns))
-	for _, t := range turns {
-		q := t.v.state
-		if !t.v.hasState {
-			q = QueueState{V: formatVersion, Crawl: t.v.crawl, Key: t.v.key}
-		}
-		q.Next = now + s.delayOf(t.v).Milliseconds()
-		leases := make(map[string]int64, len(q.Leases)+len(t.v.ready))
-		for h, end := range q.Leases {
-			if end > now {
-				leases[h] = end // ended leases go: their URLs are ready again
+	err := parallel(len(parts), func(i int) error {
+		var got []readyItem
+		err := s.q.update(ctx, parts[i], sizes[i], func(u *updateTx) error {
+			got = got[:0]
+			for _, t := range groups[i] {
+				items, err := s.takeTurn(u, t, perQueue, now, until)
+				if err != nil {
+					return err
+				}
+				got = append(got, items...)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		for _, it := range t.v.ready {
-			leases[urlHash(it.key)] = until
-		}
-		q.Leases = leases
-		qw = append(qw, write{key: t.v.stateKey, value: encode(&q), rev: t.v.stateRev})
-		qs = append(qs, &q)
-	}
-	qres, err := s.store.cas(ctx, qw)
-	if err != nil {
-		return errStatus(err)
-	}
-	for i, r := range qres {
-		if r.err != nil {
-			if !errors.Is(r.err, errConflict) {
-				s.o.Logger.Warn("urlfrontier: take a queue's turn", "queue", turns[i].v.key, "error", r.err)
-			}
-			continue // another server serves it, or a URL of it changed
-		}
-		s.store.x.putQueue(qw[i].key, r.rev, qs[i], true)
-		for _, it := range turns[i].v.ready {
+		handed[i] = got
+		return nil
+	})
+	// What was leased is sent even if another partition failed; what
+	// was leased and not sent is handed out again when its lease ends.
+	for _, items := range handed {
+		for _, it := range items {
 			e := it.e
 			if err := stream.Send(&pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}); err != nil {
-				return err // leased, not sent: handed out again when the lease ends
+				return err
 			}
 			s.m.handed.Inc()
 		}
 	}
-	return nil
+	return errStatus(err)
+}
+
+// turn is a queue chosen to be served and how many URLs it may hand out.
+type turn struct {
+	v *queueView
+	n int
+}
+
+// allowance is how many URLs a queue in state st may hand out at now.
+func (s *Server) allowance(st QueueState, inProcess, queued, perQueue int, now int64) int {
+	if queued == 0 || st.Blocked > now || st.Next > now {
+		return 0
+	}
+	n := queued
+	if perQueue > 0 {
+		n = min(n, perQueue-inProcess)
+	}
+	if l := int64(st.Limit); l > 0 {
+		n = int(min(int64(n), l-int64(st.Fetched)-int64(inProcess)))
+	}
+	return n
+}
+
+// takeTurn takes one queue's turn inside its partition's update: its
+// state and ready URLs read again as the log leaves them, up to t.n of
+// them leased until until.
+func (s *Server) takeTurn(u *updateTx, t turn, perQueue int, now, until int64) ([]readyItem, error) {
+	st, err := u.queue(t.v.crawl, t.v.key)
+	if err != nil {
+		return nil, err
+	}
+	inProcess := st.inProcess(now)
+	n := min(t.n, s.allowance(*st, inProcess, max(int(st.Queued)-inProcess, 0), perQueue, now))
+	if n <= 0 {
+		return nil, nil // served by another server meanwhile
+	}
+	items, _, err := ready(u.r, t.v.crawl, t.v.key, st, now, n)
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	v := *t.v
+	v.state = *st
+	st.Next = now + s.delayOf(&v).Milliseconds()
+	leases := make(map[string]int64, len(st.Leases)+len(items))
+	for h, end := range st.Leases {
+		if end > now {
+			leases[h] = end // ended leases go: their URLs are ready again
+		}
+	}
+	for _, it := range items {
+		leases[leaseID(it.e.URL)] = until
+	}
+	st.Leases = leases
+	u.set(st)
+	return items, nil
 }
 
 // delayOf is a queue's delay: its own, its crawl's default, or the
@@ -140,8 +186,8 @@ func (s *Server) delayOf(v *queueView) time.Duration {
 	switch {
 	case v.state.HasDelay:
 		return time.Duration(v.state.Delay) * time.Millisecond
-	case v.hasDef:
-		return time.Duration(v.defDelay) * time.Millisecond
+	case v.hasDelay:
+		return time.Duration(v.delay) * time.Millisecond
 	}
 	return s.o.DefaultDelay
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sievecrawl/sieve/frontier"
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 )
 
@@ -71,11 +70,14 @@ func (s *Server) PutURLs(stream pb.URLFrontier_PutURLsServer) error {
 	return nil
 }
 
-// putItems handles one batch of PutURLs items.
+// putItems handles one batch of PutURLs items: the discovered ones
+// admitted together, the known ones applied together.
 func (s *Server) putItems(ctx context.Context, batch []*pb.URLItem) []*pb.AckMessage {
 	acks := make([]*pb.AckMessage, len(batch))
 	var disc []*pb.URLInfo
 	var at []int
+	var kn []*pb.KnownURLItem
+	var kat []int
 	for i, it := range batch {
 		acks[i] = &pb.AckMessage{ID: it.GetID()}
 		switch {
@@ -89,11 +91,15 @@ func (s *Server) putItems(ctx context.Context, batch []*pb.URLItem) []*pb.AckMes
 			if acks[i].ID == "" {
 				acks[i].ID = it.GetKnown().GetInfo().GetUrl()
 			}
-			acks[i].Status = s.known(ctx, it.GetKnown())
+			kn = append(kn, it.GetKnown())
+			kat = append(kat, i)
 		default:
 			acks[i].Status = pb.AckMessage_SKIPPED
 			s.m.rejected.WithLabelValues(reasonNoInfo).Inc()
 		}
+	}
+	for j, st := range s.known(ctx, kn) {
+		acks[kat[j]].Status = st
 	}
 	for j, st := range s.discover(ctx, disc) {
 		acks[at[j]].Status = st
@@ -166,91 +172,129 @@ func (s *Server) PutDiscovered(stream pb.URLFrontier_PutDiscoveredServer) error 
 	return nil
 }
 
-// known applies the update of a URL that was fetched: with
-// refetchable_from_date 0 it is completed (removed from its queue, marked
-// in the filter: never handed out again); with a date it is scheduled to
-// be handed out again from then. Either counts as a fetch of its queue.
-func (s *Server) known(ctx context.Context, k *pb.KnownURLItem) pb.AckMessage_Status {
-	c := s.check(k.GetInfo())
-	date := k.GetRefetchableFromDate()
-	if c.reason == "" && date > maxDate {
-		c.reason = reasonDate
+// known applies the updates of URLs that were fetched: with
+// refetchable_from_date 0 a URL is completed (kept with its metadata,
+// marked in the filter: never handed out again); with a date it is
+// scheduled to be handed out again from then. Either counts as a fetch of
+// its queue and ends its lease. The URLs are marked in their crawls'
+// filters first (a discovered copy arriving meanwhile is known), then
+// each partition's updates are one read-modify-write.
+func (s *Server) known(ctx context.Context, items []*pb.KnownURLItem) []pb.AckMessage_Status {
+	st := make([]pb.AckMessage_Status, len(items))
+	type update struct {
+		c    candidate
+		date uint64
+		i    int
 	}
-	if c.reason != "" {
-		s.m.rejected.WithLabelValues(c.reason).Inc()
-		return pb.AckMessage_SKIPPED
+	var ups []update
+	byCrawl := map[string][]int{}
+	for i, k := range items {
+		c := s.check(k.GetInfo())
+		date := k.GetRefetchableFromDate()
+		if c.reason == "" && date > maxDate {
+			c.reason = reasonDate
+		}
+		if c.reason != "" {
+			s.m.rejected.WithLabelValues(c.reason).Inc()
+			st[i] = pb.AckMessage_SKIPPED
+			continue
+		}
+		if err := s.ensureCrawl(ctx, c.crawl); err != nil {
+			st[i] = pb.AckMessage_FAIL
+			continue
+		}
+		byCrawl[c.crawl] = append(byCrawl[c.crawl], len(ups))
+		ups = append(ups, update{c: c, date: date, i: i})
 	}
-	if err := s.ensureCrawl(ctx, c.crawl); err != nil {
-		return pb.AckMessage_FAIL
+	failed := make([]bool, len(ups))
+	for crawl, at := range byCrawl {
+		urls := make([][]byte, len(at))
+		for j, k := range at {
+			urls[j] = []byte(ups[k].c.url)
+		}
+		if err := s.mark(ctx, crawl, urls); err != nil {
+			s.o.Logger.Warn("urlfrontier: known updates: mark", "crawl", crawl, "error", err)
+			for _, k := range at {
+				failed[k] = true
+			}
+		}
 	}
-	if err := s.applyKnown(ctx, c, date); err != nil {
-		s.o.Logger.Warn("urlfrontier: known update", "url", c.url, "error", err)
-		return pb.AckMessage_FAIL
+	var todo []update
+	for k, up := range ups {
+		if failed[k] {
+			st[up.i] = pb.AckMessage_FAIL
+		} else {
+			todo = append(todo, up)
+		}
 	}
-	return pb.AckMessage_OK
+	parts, groups, sizes := byPartition(todo, func(up update) int { return partOf(up.c.crawl, up.c.key) },
+		func(up update) int { return 2*len(up.c.url) + len(up.c.key) + metaSize(up.c.meta) + 64 })
+	now := s.o.Now()
+	_ = parallel(len(parts), func(g int) error {
+		err := s.q.update(ctx, parts[g], sizes[g], func(u *updateTx) error {
+			for _, up := range groups[g] {
+				if err := applyKnown(u, up.c, up.date, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, up := range groups[g] {
+			st[up.i] = pb.AckMessage_OK
+			if err != nil {
+				st[up.i] = pb.AckMessage_FAIL
+			}
+		}
+		if err != nil {
+			s.o.Logger.Warn("urlfrontier: known updates", "partition", parts[g], "error", err)
+		}
+		return nil
+	})
+	return st
 }
 
-func (s *Server) applyKnown(ctx context.Context, c candidate, date uint64) error {
-	key := s.store.topo.URLFrontierURLKey(c.crawl, c.key, c.url)
-	// Mark first: a discovered copy arriving meanwhile is known.
-	f, release, err := s.o.Filters.Acquire(ctx, c.crawl)
+// mark adds urls to crawl's filter.
+func (s *Server) mark(ctx context.Context, crawl string, urls [][]byte) error {
+	f, release, err := s.o.Filters.Acquire(ctx, crawl)
 	if err != nil {
 		return err
 	}
-	_, err = f.TestAndAdd(ctx, [][]byte{[]byte(c.url)})
-	release()
+	defer release()
+	_, err = f.TestAndAdd(ctx, urls)
+	return err
+}
+
+// applyKnown writes one known update inside its partition's update: the
+// URL's record (completed, or due at its refetch date), its place in the
+// ready index, and its queue's counts and lease.
+func applyKnown(u *updateTx, c candidate, date uint64, now time.Time) error {
+	e, err := u.entry(c.crawl, c.key, c.url)
 	if err != nil {
 		return err
 	}
-	for {
-		e, rev, err := s.store.getURL(ctx, key)
-		if err != nil {
-			return err
-		}
-		if date == 0 {
-			if e == nil {
-				break // completed already, or never queued: marked
-			}
-			err := s.store.urls.Purge(ctx, key, jetstream.LastRevision(rev))
-			if frontier.IsWrongSequence(err) {
-				continue
-			}
-			if err != nil {
-				s.store.markUnsure()
-				return err
-			}
-			s.store.x.deleteEntry(key, rev+1, true) // the watch brings the marker's revision
-			break
-		}
-		next := &Entry{V: formatVersion, Crawl: c.crawl, URL: c.url, Key: c.key, Meta: c.meta,
-			Created: s.o.Now().Unix(), Due: int64(date) * 1000, Known: true}
-		if e != nil {
-			next.Created = e.Created
-		}
-		var nrev uint64
-		if e == nil {
-			nrev, err = s.store.urls.Create(ctx, key, encode(next))
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				continue
-			}
-		} else {
-			nrev, err = s.store.urls.Update(ctx, key, encode(next), rev)
-			if frontier.IsWrongSequence(err) {
-				continue
-			}
-		}
-		if err != nil {
-			s.store.markUnsure()
-			return err
-		}
-		s.store.x.putEntry(key, nrev, next, true)
-		break
+	q, err := u.queue(c.crawl, c.key)
+	if err != nil {
+		return err
 	}
-	return s.store.updateQueue(ctx, c.crawl, c.key, func(q *QueueState) {
-		delete(q.Leases, urlHash(key))
-		q.Fetched++
-		if date == 0 {
-			q.Completed++
+	next := &Entry{Crawl: c.crawl, URL: c.url, Key: c.key, Meta: c.meta, Created: now.Unix()}
+	if e != nil {
+		next.Created = e.Created
+		if !e.Completed {
+			u.b.Delete(readyKey(c.crawl, c.key, e.Due, c.url))
+			q.Queued--
 		}
-	})
+	}
+	if date == 0 {
+		next.Completed = true
+		q.Completed++
+	} else {
+		next.Known, next.Due = true, int64(date)*1000
+		u.b.Set(readyKey(c.crawl, c.key, next.Due, c.url), nil)
+		q.Queued++
+	}
+	u.putEntry(next)
+	delete(q.Leases, leaseID(c.url))
+	q.Fetched++
+	u.set(q)
+	return nil
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +19,7 @@ import (
 	"github.com/sievecrawl/sieve/admit"
 	"github.com/sievecrawl/sieve/frontier"
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+	"github.com/sievecrawl/sieve/urlstore"
 )
 
 // Crawls records and deletes crawls: package crawls' Store, which keeps a
@@ -36,8 +37,15 @@ type Crawls interface {
 
 // Options configures a Server. Zero values mean the defaults.
 type Options struct {
-	// JetStream holds the buckets (required).
+	// JetStream holds the queues' log and the nodes' buckets (required).
 	JetStream jetstream.JetStream
+	// Dir is where the server keeps its index of the queues (a Pebble
+	// database; another process's directory is not shared: the first of
+	// Dir, Dir.1, … that is free). Empty: a temporary directory, removed
+	// at Close, rebuilt from the log at every start.
+	Dir string
+	// CacheBytes is the index's block cache (default 16 MiB).
+	CacheBytes int64
 	// Topology names them.
 	Topology frontier.Topology
 	// Filters are the crawls' seen-URL filters, shared with the dedup
@@ -105,15 +113,16 @@ type Server struct {
 	// Unsafe, not Unimplemented: the compiler then checks that every RPC
 	// of the API is implemented here; none answers UNIMPLEMENTED.
 	pb.UnsafeURLFrontierServer
-	o     Options
-	store *store
-	core  *admit.Core
-	m     *metrics
+	o    Options
+	b    *buckets
+	q    *queues
+	core *admit.Core
+	m    *metrics
+	// tmp is the temporary directory of the index (Options.Dir empty).
+	tmp string
 
-	// instance is this process's token among the servers, watching
-	// whether it watches the queues bucket (follow.go).
+	// instance is this process's token among the servers.
 	instance string
-	watching atomic.Bool
 
 	active   bool
 	mu       sync.Mutex
@@ -126,18 +135,22 @@ type Server struct {
 
 var _ pb.URLFrontierServer = (*Server)(nil)
 
-// Open opens the buckets, loads them into the server's index and starts
-// keeping it (and this node's liveness) up to date until Close.
+// Open opens the queues' store (its log in the stores' stream, its index
+// in Options.Dir), reads the queues' summaries, waits until the index has
+// caught up with the log (reporting progress: a server that lost its disk
+// rebuilds from the log) and starts keeping this node's liveness until
+// Close. A restart reads only the log's entries written since the index
+// last saw it, whatever the number of URLs.
 func Open(ctx context.Context, o Options) (*Server, error) {
 	if o.JetStream == nil || o.Filters == nil || o.Canonicalize == nil || o.Crawls == nil || o.Node == "" {
 		return nil, errors.New("urlfrontier: Open needs JetStream, Filters, Canonicalize, Crawls and Node")
 	}
 	o = o.withDefaults()
-	st, err := openStore(ctx, o.JetStream, o.Topology)
+	b, err := openBuckets(ctx, o.JetStream, o.Topology)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, store: st, recorded: map[string]bool{}, active: true}
+	s := &Server{o: o, b: b, recorded: map[string]bool{}, active: true, q: newQueues()}
 	s.m, err = newMetrics(o.Registerer)
 	if err != nil {
 		return nil, err
@@ -146,56 +159,66 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	log, err := frontier.OpenStoreLog(ctx, o.JetStream, o.Topology, storeName)
+	if err != nil {
+		return nil, fmt.Errorf("urlfrontier: %w", err)
+	}
+	dir := o.Dir
+	if dir == "" {
+		if s.tmp, err = os.MkdirTemp("", "sieve-urlfrontier-"); err != nil {
+			return nil, fmt.Errorf("urlfrontier: %w", err)
+		}
+		dir = s.tmp
+	}
+	logf := func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }
+	s.q.st, err = urlstore.OpenFree(ctx, dir, log, urlstore.Options{CacheBytes: o.CacheBytes, Logf: logf, OnApply: s.q.onApply})
+	if err != nil {
+		s.removeTmp()
+		return nil, fmt.Errorf("urlfrontier: queues' store: %w", err)
+	}
+	if err := s.q.load(); err != nil {
+		s.q.st.Close()
+		s.removeTmp()
+		return nil, fmt.Errorf("urlfrontier: queues' store: %w", err)
+	}
+	s.q.start()
+	stopReport := s.reportLoad(ctx, s.q.st.Ready())
+	err = s.q.st.WaitReady(ctx)
+	stopReport()
+	if err != nil {
+		s.closeStore()
+		return nil, fmt.Errorf("urlfrontier: %w", err)
+	}
+	if err := s.migrateBucket(ctx); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	s.instance = newInstance()
 	if err := s.announce(ctx); err != nil {
+		s.closeStore()
 		return nil, fmt.Errorf("urlfrontier: announce this server: %w", err)
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	p := newPeers(st.topo.URLFrontierServerKey(s.instance))
-	known, loaded := make(chan struct{}), make(chan struct{})
-	var knownOnce, loadedOnce sync.Once
-	s.wg.Add(3)
-	go func() {
-		defer s.wg.Done()
-		s.watchPeers(rctx, p, func() { knownOnce.Do(func() { close(known) }) })
-	}()
+	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.heartbeat(rctx) }()
 	go func() { defer s.wg.Done(); s.watchActive(rctx) }()
-	wait := func(c chan struct{}) error {
-		select {
-		case <-c:
-			return nil
-		case <-ctx.Done():
-			s.Close()
-			return ctx.Err()
-		}
-	}
-	// The servers live now are known before the load, which then knows
-	// whether to keep watching.
-	if err := wait(known); err != nil {
-		return nil, err
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.follow(rctx, p, func() { loadedOnce.Do(func() { close(loaded) }) })
-	}()
-	stopReport := s.reportLoad(ctx, loaded)
-	defer stopReport()
-	if err := wait(loaded); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
 
-// loadReport is how often a load still running is reported.
+func (s *Server) removeTmp() {
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
+}
+
+// loadReport is how often a catch-up still running is reported.
 var loadReport = 5 * time.Second
 
-// reportLoad logs the progress of the bucket's load every loadReport
-// until loaded is closed (or the returned function is called): a server
-// with millions of queued URLs takes a while to start, and says how far
-// it is rather than seeming hung.
+// reportLoad logs the progress of the index's catch-up with the log every
+// loadReport until loaded is closed (or the returned function is called):
+// a server that lost its index, or was stopped long, takes a while to
+// start, and says how far it is rather than seeming hung.
 func (s *Server) reportLoad(ctx context.Context, loaded <-chan struct{}) func() {
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -214,14 +237,9 @@ func (s *Server) reportLoad(ctx context.Context, loaded <-chan struct{}) func() 
 				return
 			case <-t.C:
 			}
-			total := uint64(0)
-			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			if info, err := s.store.stream.Info(ictx); err == nil {
-				total = info.State.Msgs
-			}
-			cancel()
-			s.o.Logger.Info("urlfrontier: loading the queues", "bucket", s.store.topo.URLFrontierQueuesBucket(),
-				"values", s.store.delivered.Load(), "of", total, "elapsed", time.Since(start).Round(time.Second))
+			st := s.q.st.Stats()
+			s.o.Logger.Info("urlfrontier: catching up with the queues' log", "entries", st.Read,
+				"at", st.Followed, "elapsed", time.Since(start).Round(time.Second))
 		}
 	}()
 	return func() { close(stop); <-done }
@@ -239,15 +257,25 @@ func pause(ctx context.Context, d time.Duration) {
 // Close stops the server's goroutines and removes this node from the live
 // ones. It does not stop a grpc.Server; stop that first.
 func (s *Server) Close() error {
+	var err error
 	s.once.Do(func() {
 		s.cancel()
 		s.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = s.store.nodes.Delete(ctx, s.store.topo.URLFrontierNodeKey(s.o.Node))
-		_ = s.store.nodes.Delete(ctx, s.store.topo.URLFrontierServerKey(s.instance))
+		_ = s.b.nodes.Delete(ctx, s.b.topo.URLFrontierNodeKey(s.o.Node))
+		_ = s.b.nodes.Delete(ctx, s.b.topo.URLFrontierServerKey(s.instance))
+		err = s.closeStore()
 	})
-	return nil
+	return err
+}
+
+// closeStore stops the writers and closes the queues' store.
+func (s *Server) closeStore() error {
+	s.q.stop()
+	err := s.q.st.Close()
+	s.removeTmp()
+	return err
 }
 
 // Register registers the service on g.
@@ -278,9 +306,9 @@ func (s *Server) heartbeat(ctx context.Context) {
 
 // announce puts this node's address and this process in the nodes bucket.
 func (s *Server) announce(ctx context.Context) error {
-	t := s.store.topo
+	t := s.b.topo
 	for _, k := range []string{t.URLFrontierNodeKey(s.o.Node), t.URLFrontierServerKey(s.instance)} {
-		if _, err := s.store.nodes.Put(ctx, k, []byte(s.o.Node)); err != nil {
+		if _, err := s.b.nodes.Put(ctx, k, []byte(s.o.Node)); err != nil {
 			return err
 		}
 	}
@@ -289,9 +317,9 @@ func (s *Server) announce(ctx context.Context) error {
 
 // watchActive follows this node's active flag.
 func (s *Server) watchActive(ctx context.Context) {
-	key := s.store.topo.URLFrontierActiveKey(s.o.Node)
+	key := s.b.topo.URLFrontierActiveKey(s.o.Node)
 	for ctx.Err() == nil {
-		w, err := s.store.state.Watch(ctx, key)
+		w, err := s.b.state.Watch(ctx, key)
 		if err != nil {
 			pause(ctx, time.Second)
 			continue
@@ -364,10 +392,8 @@ func (s *Server) existing(ctx context.Context, id string) (string, error) {
 	if err != nil || c == DefaultCrawl {
 		return c, err
 	}
-	for _, have := range s.store.x.crawlIDs() {
-		if have == c {
-			return c, nil
-		}
+	if s.q.hasCrawl(c) {
+		return c, nil
 	}
 	ids, err := s.o.Crawls.IDs(ctx)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/urlfrontier"
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 )
@@ -258,16 +257,16 @@ func TestTwoServersShareQueues(t *testing.T) {
 	})
 }
 
-// TestWatchOnlyWhileShared: a server alone does not watch the queues
-// bucket (its own writes are all it holds); one that joins makes it watch,
-// and each sees what the other put, before and after the join; once the
-// other leaves it stops, and a later one is seen again.
-func TestWatchOnlyWhileShared(t *testing.T) {
-	defer urlfrontier.SetFollowCheck(50 * time.Millisecond)()
+// TestServersShareTheStore: every server applies the queues' log to its
+// own index, so one that joins late sees what the others wrote before and
+// after, completions included; one restarted on its directory reads only
+// the log's tail, and one that lost its directory rebuilds from the log.
+func TestServersShareTheStore(t *testing.T) {
 	e := newEnv(t)
-	a := e.start("a:1")
+	dirA := t.TempDir()
+	inDir := func(d string) func(*urlfrontier.Options) { return func(o *urlfrontier.Options) { o.Dir = d } }
+	a := e.start("a:1", inDir(dirA))
 	a.put(t, disc("", "https://one.example/1", ""), disc("", "https://one.example/2", ""))
-	eventually(t, "a alone stops watching", func() bool { return !urlfrontier.Watching(a.srv) })
 	count := func(n *node) uint64 {
 		c, err := n.client.CountURLs(ctxT(t), &pb.CountUrlParams{})
 		if err != nil {
@@ -275,9 +274,7 @@ func TestWatchOnlyWhileShared(t *testing.T) {
 		}
 		return c.GetValue()
 	}
-
 	b := e.start("b:1")
-	eventually(t, "a watches once b is live", func() bool { return urlfrontier.Watching(a.srv) })
 	if got := count(b); got != 2 {
 		t.Fatalf("b counts %d URLs, want a's 2", got)
 	}
@@ -286,71 +283,38 @@ func TestWatchOnlyWhileShared(t *testing.T) {
 	a.put(t, known("", "https://one.example/1", 0))
 	eventually(t, "b sees a's completion", func() bool { return count(b) == 2 })
 
-	// A watch that starts again delivers what changed since the last one
-	// stopped, not the whole bucket: 200 URLs put while a watched are not
-	// delivered again when c joins.
 	var many []*pb.URLItem
 	for i := range 200 {
 		many = append(many, disc("", fmt.Sprintf("https://four.example/%d", i), ""))
 	}
 	b.put(t, many...)
 	eventually(t, "a sees b's 200 URLs", func() bool { return count(a) == 202 })
-	b.stop()
-	eventually(t, "a stops watching once b left", func() bool { return !urlfrontier.Watching(a.srv) })
-	a.put(t, disc("", "https://one.example/3", ""))
-	before := urlfrontier.WatchDeliveries(a.srv)
-	c := e.start("c:1")
+	a.stop()
+	b.put(t, disc("", "https://three.example/1", ""))
+
+	a = e.start("a:1", inDir(dirA))
+	if got := count(a); got != 203 {
+		t.Fatalf("a restarted counts %d URLs, want 203", got)
+	}
+	if st := urlfrontier.StoreStats(a.srv); st.Read > 10 {
+		t.Errorf("a restarted on its directory read %d entries of the log: the whole log, not its tail", st.Read)
+	}
+	c := e.start("c:1") // an empty directory: rebuilt from the log
 	if got := count(c); got != 203 {
 		t.Fatalf("c counts %d URLs, want 203", got)
 	}
-	c.put(t, disc("", "https://three.example/1", ""))
-	eventually(t, "a sees c's URL", func() bool { return count(a) == 204 })
-	if d := urlfrontier.WatchDeliveries(a.srv) - before; d > 20 {
-		t.Errorf("a's watch delivered %d values when c joined: the whole bucket again, not what changed", d)
+	got := c.get(t, anyCrawl(0, 0, 60))
+	if len(got) != 203 || slices.Contains(got, "https://one.example/1") { // completed
+		t.Errorf("c hands out %d URLs, want 203 without the completed one", len(got))
 	}
-	got := a.get(t, anyCrawl(0, 0, 60))
-	if len(got) != 204 {
-		t.Errorf("a hands out %d URLs, want 204", len(got))
-	}
-	for _, u := range []string{"https://one.example/2", "https://one.example/3", "https://two.example/1", "https://three.example/1", "https://four.example/199"} {
+	for _, u := range []string{"https://one.example/2", "https://two.example/1", "https://three.example/1", "https://four.example/199"} {
 		if !slices.Contains(got, u) {
-			t.Errorf("a does not hand out %s", u)
+			t.Errorf("c does not hand out %s", u)
 		}
 	}
-}
-
-// TestUnsureWriteReloads: a server alone does not watch, so a write of its
-// own that reached the bucket while its acknowledgement was lost (written
-// here behind its back) is unknown to it until it says it is unsure; it
-// then loads the bucket again and hands the URL out.
-func TestUnsureWriteReloads(t *testing.T) {
-	defer urlfrontier.SetFollowCheck(50 * time.Millisecond)()
-	e := newEnv(t)
-	a := e.start("a:1")
-	eventually(t, "a alone stops watching", func() bool { return !urlfrontier.Watching(a.srv) })
-	topo := frontier.Topology{}
-	kv, err := e.nats.JetStream().KeyValue(ctxT(t), topo.URLFrontierQueuesBucket())
-	if err != nil {
-		t.Fatal(err)
+	if again := a.get(t, anyCrawl(0, 0, 60)); len(again) != 0 {
+		t.Errorf("a hands out %d URLs c leased", len(again))
 	}
-	const u = "https://lost.example/"
-	value := `{"v":1,"crawl":"DEFAULT","url":"` + u + `","key":"lost.example","created":1764000000,"due":0}`
-	if _, err := kv.Create(ctxT(t), topo.URLFrontierURLKey("DEFAULT", "lost.example", u), []byte(value)); err != nil {
-		t.Fatal(err)
-	}
-	if got := a.get(t, anyCrawl(0, 0, 60)); len(got) != 0 {
-		t.Fatalf("GetURLs before the reload = %v: the server alone was watching", got)
-	}
-	urlfrontier.MarkUnsure(a.srv)
-	var got []string
-	eventually(t, "a hands out the URL it did not know", func() bool {
-		got = append(got, a.get(t, anyCrawl(0, 0, 60))...)
-		return len(got) > 0
-	})
-	if !slices.Equal(got, []string{u}) {
-		t.Fatalf("GetURLs = %v, want [%s]", got, u)
-	}
-	eventually(t, "a stops watching again", func() bool { return !urlfrontier.Watching(a.srv) })
 }
 
 // TestListCountPurgeDelete covers the read and removal calls.

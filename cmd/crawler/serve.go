@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -75,11 +76,11 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 		return fmt.Errorf("normalizer: %w", err)
 	}
 	u := s.URLFrontier
-	// Not octx: loading the queues takes as long as there are queued URLs
-	// (it reports its progress); a fixed deadline would keep a large
-	// deployment from ever starting.
+	// Not octx: the queues' index catches up with its log for as long as
+	// it was away (a lost directory: the whole log), reporting progress; a
+	// fixed deadline would keep such a server from ever starting.
 	srv, err := urlfrontier.Open(ctx, urlfrontier.Options{
-		JetStream: p.js, Topology: s.Frontier.Topology(), Filters: p.worker.Filters(), Canonicalize: canon.URL,
+		JetStream: p.js, Dir: filepath.Join(s.DataDir, "urlfrontier"), Topology: s.Frontier.Topology(), Filters: p.worker.Filters(), Canonicalize: canon.URL,
 		Crawls: urlfrontier.StoreCrawls{Store: store, Registry: registry, Forget: p.worker.ForgetCrawl},
 		Node:   lis.Addr().String(), DefaultDelay: u.DefaultDelay, DefaultLease: u.DefaultLease,
 		MaxBatch: u.MaxBatch, Registerer: reg, Logger: logger, LogLevel: level,

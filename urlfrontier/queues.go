@@ -1,0 +1,601 @@
+package urlfrontier
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sievecrawl/sieve/urlstore"
+)
+
+// queues is the server's side of the queues' store (package urlstore:
+// a Pebble index on local disk, fed by the log in the stores' stream,
+// shared by every server): every URL's record on disk, and in RAM only a
+// summary per queue (its state) and per crawl (its default delay), kept
+// from every applied change by urlstore's OnApply, so the same in every
+// server. RAM grows with queues, not URLs.
+type queues struct {
+	st *urlstore.Store
+
+	mu     sync.Mutex
+	crawls map[string]*crawlSum
+	gen    uint64 // counts the states set
+
+	// writers take each partition's updates (update, write).
+	writers [Partitions]chan *pending
+	closed  chan struct{}
+	wg      sync.WaitGroup
+}
+
+// crawlSum is what a server holds in RAM of a crawl.
+type crawlSum struct {
+	queues   map[string]*queueSum // by queue key
+	delay    int64                // default delay, ms
+	hasDelay bool
+}
+
+// queueSum is what a server holds in RAM of a queue: its state, and a
+// hint of when it has nothing ready (idle), which any change of the state
+// clears.
+type queueSum struct {
+	state QueueState
+	gen   uint64 // which change of the summaries set it
+	idle  int64  // Unix ms before which nothing is ready (0: unknown)
+}
+
+func newQueues() *queues { return &queues{crawls: map[string]*crawlSum{}} }
+
+func (q *queues) crawl(id string) *crawlSum {
+	c := q.crawls[id]
+	if c == nil {
+		c = &crawlSum{queues: map[string]*queueSum{}}
+		q.crawls[id] = c
+	}
+	return c
+}
+
+// load reads every queue's state and crawl's default from the store
+// (one key per queue, not per URL). Holding the lock while reading, any
+// change applied meanwhile reaches onApply after it: nothing is lost.
+func (q *queues) load() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, kind := range []byte{kindQueue, kindDefault} {
+		err := q.st.Scan([]byte{kind}, func(k, v []byte) bool {
+			q.setLocked(k, v)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onApply keeps the summaries from the changes of an applied entry.
+func (q *queues) onApply(_ int, changes []urlstore.Change) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, c := range changes {
+		if len(c.Key) == 0 || (c.Key[0] != kindQueue && c.Key[0] != kindDefault) {
+			continue
+		}
+		switch {
+		case c.Prefix:
+			q.deletePrefixLocked(c.Key)
+		case c.Deleted:
+			q.deleteLocked(c.Key)
+		default:
+			q.setLocked(c.Key, c.Value)
+		}
+	}
+}
+
+func (q *queues) setLocked(k, v []byte) {
+	p, hasQueue, ok := parseKey(k)
+	if !ok {
+		return
+	}
+	switch {
+	case p.kind == kindDefault:
+		d, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return
+		}
+		c := q.crawl(p.crawl)
+		c.delay, c.hasDelay = d, true
+	case p.kind == kindQueue && hasQueue && len(p.rest) == 0:
+		st, err := decodeQueue(v)
+		if err != nil {
+			return // not ours to hand out
+		}
+		q.gen++
+		q.crawl(p.crawl).queues[p.queue] = &queueSum{state: *st, gen: q.gen}
+	}
+}
+
+func (q *queues) deleteLocked(k []byte) {
+	p, hasQueue, ok := parseKey(k)
+	if !ok {
+		return
+	}
+	c := q.crawls[p.crawl]
+	if c == nil {
+		return
+	}
+	switch {
+	case p.kind == kindDefault:
+		c.delay, c.hasDelay = 0, false
+	case hasQueue:
+		delete(c.queues, p.queue)
+	}
+	q.pruneLocked(p.crawl)
+}
+
+// deletePrefixLocked removes the queues a prefix delete removed: a
+// crawl's in one partition, or one queue.
+func (q *queues) deletePrefixLocked(prefix []byte) {
+	p, hasQueue, ok := parseKey(prefix)
+	if !ok || p.kind != kindQueue {
+		return
+	}
+	c := q.crawls[p.crawl]
+	if c == nil {
+		return
+	}
+	if hasQueue {
+		delete(c.queues, p.queue)
+	} else {
+		for key := range c.queues {
+			if partOf(p.crawl, key) == p.part {
+				delete(c.queues, key)
+			}
+		}
+	}
+	q.pruneLocked(p.crawl)
+}
+
+func (q *queues) pruneLocked(crawl string) {
+	if c := q.crawls[crawl]; c != nil && len(c.queues) == 0 && !c.hasDelay {
+		delete(q.crawls, crawl)
+	}
+}
+
+// queueView is a copy of a queue's summary at one time.
+type queueView struct {
+	crawl, key string
+	state      QueueState
+	gen        uint64
+	idle       int64
+	delay      int64 // the crawl's default, when hasDelay
+	hasDelay   bool
+	inProcess  int
+	queued     int // waiting or scheduled, not in process
+}
+
+// blocked reports whether the queue is blocked at now.
+func (v *queueView) blocked(now int64) bool { return v.state.Blocked > now }
+
+// active reports whether the queue holds URLs not completed and is not
+// blocked (ListQueues, GetStats' active_queues).
+func (v *queueView) active(now int64) bool { return v.inProcess+v.queued > 0 && !v.blocked(now) }
+
+// views returns the summaries of the crawls' queues (every crawl for
+// nil), of one queue when key is not empty, in no particular order.
+func (q *queues) views(now int64, crawls []string, key string) []queueView {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []queueView
+	each := func(id string, c *crawlSum) {
+		add := func(k string, s *queueSum) {
+			v := queueView{crawl: id, key: k, state: s.state, gen: s.gen, idle: s.idle, delay: c.delay, hasDelay: c.hasDelay}
+			v.inProcess = s.state.inProcess(now)
+			v.queued = max(int(s.state.Queued)-v.inProcess, 0)
+			out = append(out, v)
+		}
+		if key != "" {
+			if s := c.queues[key]; s != nil {
+				add(key, s)
+			}
+			return
+		}
+		for k, s := range c.queues {
+			add(k, s)
+		}
+	}
+	if crawls == nil {
+		for id, c := range q.crawls {
+			each(id, c)
+		}
+		return out
+	}
+	for _, id := range crawls {
+		if c := q.crawls[id]; c != nil {
+			each(id, c)
+		}
+	}
+	return out
+}
+
+// setIdle notes that the queue, as its view v saw it, has nothing ready
+// before until (a hint for GetURLs: the state's next change clears it).
+func (q *queues) setIdle(v *queueView, until int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c := q.crawls[v.crawl]; c != nil {
+		if s := c.queues[v.key]; s != nil && s.gen == v.gen {
+			s.idle = until
+		}
+	}
+}
+
+// crawlIDs returns the crawls with queues or a default delay, sorted.
+func (q *queues) crawlIDs() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := make([]string, 0, len(q.crawls))
+	for id := range q.crawls {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (q *queues) hasCrawl(id string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.crawls[id] != nil
+}
+
+// readyItem is a URL ready to be handed out (or listed).
+type readyItem struct {
+	e   Entry
+	due int64
+}
+
+// ready reads up to n of a queue's URLs ready at now, earliest due first,
+// from r (the store, or an Update's reader); st is the queue's state,
+// whose leases are skipped. When none is ready, next is the earliest time
+// one will be (0: the queue holds none).
+func ready(r urlstore.Reader, crawl, key string, st *QueueState, now int64, n int) (out []readyItem, next int64, err error) {
+	prefix := queuePrefix(kindReady, crawl, key)
+	var scanErr error
+	err = r.Scan(prefix, func(k, _ []byte) bool {
+		rest := k[len(prefix):]
+		if len(rest) < 8 {
+			return true
+		}
+		due, u := int64(binary.BigEndian.Uint64(rest)), string(rest[8:])
+		if due > now {
+			if next == 0 || due < next {
+				next = due
+			}
+			return false
+		}
+		if until, ok := st.leased(u, now); ok {
+			if next == 0 || until < next {
+				next = until
+			}
+			return true
+		}
+		v, ok, err := r.Get(entryKey(crawl, key, u))
+		if err != nil {
+			scanErr = err
+			return false
+		}
+		if !ok {
+			return true // not ours: an index key without its record
+		}
+		it := readyItem{e: Entry{Crawl: crawl, Key: key, URL: u}, due: due}
+		if decodeEntry(v, &it.e) != nil {
+			return true
+		}
+		out = append(out, it)
+		return len(out) < n
+	})
+	if err == nil {
+		err = scanErr
+	}
+	if len(out) > 0 {
+		next = 0
+	}
+	return out, next, err
+}
+
+// readEntry reads a URL's record from r.
+func readEntry(r urlstore.Reader, crawl, key, u string) (*Entry, error) {
+	v, ok, err := r.Get(entryKey(crawl, key, u))
+	if err != nil || !ok {
+		return nil, err
+	}
+	e := &Entry{Crawl: crawl, Key: key, URL: u}
+	if err := decodeEntry(v, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// readQueue reads a queue's state from r (a new one for a queue without).
+func readQueue(r urlstore.Reader, crawl, key string) (*QueueState, error) {
+	v, ok, err := r.Get(queueKey(crawl, key))
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if q, err := decodeQueue(v); err == nil {
+			return q, nil
+		}
+	}
+	return &QueueState{V: formatVersion, Crawl: crawl, Key: key}, nil
+}
+
+// entries calls fn with a crawl's URL records (one queue's for key != ""),
+// in key order (partition, queue, URL), until fn returns false.
+func (q *queues) entries(crawl, key string, fn func(e *Entry) bool) error {
+	prefix := crawlPrefix(kindURL, crawl, -1)
+	if key != "" {
+		prefix = queuePrefix(kindURL, crawl, key)
+	}
+	return q.st.Scan(prefix, func(k, v []byte) bool {
+		p, hasQueue, ok := parseKey(k)
+		if !ok || !hasQueue {
+			return true
+		}
+		e := Entry{Crawl: crawl, Key: p.queue, URL: string(p.rest)}
+		if decodeEntry(v, &e) != nil {
+			return true
+		}
+		return fn(&e)
+	})
+}
+
+// update is a read-modify-write of one partition (urlstore.Update) that
+// keeps the queues' states it reads in hand and writes those it changed
+// (set) once at the end.
+type updateTx struct {
+	r      urlstore.Reader
+	b      *urlstore.Batch
+	states map[string]*QueueState // by crawl 0 queue
+	dirty  map[string]bool
+	// entries are the URL records this update wrote, by key: what a
+	// later read in the same update must see.
+	entries map[string]*Entry
+}
+
+// entry reads a URL's record as the partition holds it, or as this update
+// wrote it.
+func (u *updateTx) entry(crawl, key, url string) (*Entry, error) {
+	if e, ok := u.entries[string(entryKey(crawl, key, url))]; ok {
+		return e, nil
+	}
+	return readEntry(u.r, crawl, key, url)
+}
+
+// putEntry writes a URL's record.
+func (u *updateTx) putEntry(e *Entry) {
+	k := entryKey(e.Crawl, e.Key, e.URL)
+	if u.entries == nil {
+		u.entries = map[string]*Entry{}
+	}
+	u.entries[string(k)] = e
+	u.b.Set(k, encodeEntry(e))
+}
+
+func stateID(crawl, key string) string { return crawl + "\x00" + key }
+
+// queue returns a queue's state as the partition holds it (or as this
+// update changed it).
+func (u *updateTx) queue(crawl, key string) (*QueueState, error) {
+	id := stateID(crawl, key)
+	if st := u.states[id]; st != nil {
+		return st, nil
+	}
+	st, err := readQueue(u.r, crawl, key)
+	if err != nil {
+		return nil, err
+	}
+	if u.states == nil {
+		u.states, u.dirty = map[string]*QueueState{}, map[string]bool{}
+	}
+	u.states[id] = st
+	return st, nil
+}
+
+// deleteEntry removes a URL's record and its place in the ready index.
+func (u *updateTx) deleteEntry(e *Entry) {
+	k := entryKey(e.Crawl, e.Key, e.URL)
+	u.b.Delete(k)
+	if !e.Completed {
+		u.b.Delete(readyKey(e.Crawl, e.Key, e.Due, e.URL))
+	}
+	delete(u.entries, string(k))
+}
+
+// deletePrefix removes every key starting with prefix, and forgets the
+// states and records this update holds under it (a queue's state written
+// at the end must not bring back a queue deleted after it changed).
+func (u *updateTx) deletePrefix(prefix []byte) {
+	u.b.DeletePrefix(prefix)
+	for id, st := range u.states {
+		if bytes.HasPrefix(queueKey(st.Crawl, st.Key), prefix) {
+			delete(u.states, id)
+			delete(u.dirty, id)
+		}
+	}
+	for k := range u.entries {
+		if strings.HasPrefix(k, string(prefix)) {
+			delete(u.entries, k)
+		}
+	}
+}
+
+// set marks a state returned by queue as changed.
+func (u *updateTx) set(st *QueueState) { u.dirty[stateID(st.Crawl, st.Key)] = true }
+
+// update runs fn as a read-modify-write of partition p (urlstore.Update),
+// writing the queue states fn changed (updateTx.set); size estimates the
+// bytes fn writes.
+//
+// Updates are group-committed: each partition has one writer, and the
+// updates asked of it while it appends are run together, in order, as its
+// next entry (up to maxEntryBytes), sharing one updateTx, so that a later
+// one reads what an earlier one wrote. A partition's appends are one at a
+// time anyway (each waits for the last); grouping turns that wait into
+// fewer, larger entries when many clients write at once. An error of one
+// fails the whole entry, and every update in it returns it.
+func (q *queues) update(ctx context.Context, p int, size int, fn func(u *updateTx) error) error {
+	w := &pending{fn: fn, size: size, done: make(chan error, 1)}
+	select {
+	case q.writers[p] <- w:
+	case <-q.closed:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-q.closed:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err() // applied or not: as a lost acknowledgement
+	}
+}
+
+var errClosed = errors.New("urlfrontier: server closed")
+
+// pending is an update waiting for its partition's writer.
+type pending struct {
+	fn   func(u *updateTx) error
+	size int
+	done chan error
+}
+
+// writeTimeout bounds one entry's append (and its retries on conflicts).
+const writeTimeout = 30 * time.Second
+
+// start runs the partitions' writers until stop.
+func (q *queues) start() {
+	q.closed = make(chan struct{})
+	for p := range q.writers {
+		q.writers[p] = make(chan *pending, 64)
+		q.wg.Add(1)
+		go func() { defer q.wg.Done(); q.write(p) }()
+	}
+}
+
+// stop ends the writers; updates asked for after it fail.
+func (q *queues) stop() {
+	close(q.closed)
+	q.wg.Wait()
+}
+
+// write is partition p's writer.
+func (q *queues) write(p int) {
+	var next *pending
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-q.writers[p]:
+			case <-q.closed:
+				return
+			}
+		}
+		group, size := []*pending{first}, first.size
+	drain:
+		for size < maxEntryBytes {
+			select {
+			case w := <-q.writers[p]:
+				if size+w.size > maxEntryBytes {
+					next = w
+					break drain
+				}
+				group, size = append(group, w), size+w.size
+			default:
+				break drain
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err := q.st.Update(ctx, p, func(r urlstore.Reader, b *urlstore.Batch) error {
+			u := &updateTx{r: r, b: b}
+			for _, w := range group {
+				if err := w.fn(u); err != nil {
+					return err
+				}
+			}
+			for _, id := range slices.Sorted(maps.Keys(u.dirty)) {
+				st := u.states[id]
+				b.Set(queueKey(st.Crawl, st.Key), encodeQueue(st))
+			}
+			return nil
+		})
+		cancel()
+		for _, w := range group {
+			w.done <- err
+		}
+	}
+}
+
+// maxEntryBytes bounds what one log entry carries (NATS's default
+// payload limit is 1 MiB): work is split into entries below it.
+const maxEntryBytes = 256 << 10
+
+// smallUpdate is the size of an update that writes a key or two.
+const smallUpdate = 256
+
+// byPartition splits items into groups of one partition each, in the
+// order of their first item, each group under maxEntryBytes by size;
+// sizes are the groups' sizes.
+func byPartition[T any](items []T, part func(T) int, size func(T) int) (parts []int, groups [][]T, sizes []int) {
+	at := map[int]int{} // partition → its open group
+	for _, it := range items {
+		p := part(it)
+		i, ok := at[p]
+		if !ok || sizes[i]+size(it) > maxEntryBytes {
+			i = len(groups)
+			at[p] = i
+			parts = append(parts, p)
+			groups = append(groups, nil)
+			sizes = append(sizes, 0)
+		}
+		groups[i] = append(groups[i], it)
+		sizes[i] += size(it)
+	}
+	return parts, groups, sizes
+}
+
+// parallel runs fn(i) for i in [0, n) on up to Partitions goroutines, returning
+// the first error.
+func parallel(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	sem := make(chan struct{}, Partitions)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
