@@ -43,6 +43,10 @@ class Serve:
     """One `crawler serve` process and a client of it."""
 
     def __init__(self, *args):
+        # Each process keeps its index of the queues in a data dir of its
+        # own unless told one (a restart on its directory).
+        if "--data-dir" not in args:
+            args = ("--data-dir", tempfile.mkdtemp(prefix="serve-data-", dir=WORK)) + args
         self.args = [CRAWLER, "serve", "--urlfrontier-addr", "127.0.0.1:0", "--http-addr", "",
                      "--urlfrontier-max-batch", "1000", "--urlfrontier-max-message-bytes", "1MiB"] + list(args)
         self.log = tempfile.NamedTemporaryFile(prefix="serve-", suffix=".log", dir=WORK, delete=False)
