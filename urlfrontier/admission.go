@@ -182,8 +182,7 @@ func (p publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, 
 				if err != nil {
 					return err
 				}
-				tx.putEntry(&Entry{Crawl: u.Crawl, URL: u.URL, Key: u.Key, Meta: u.Meta, Created: now})
-				tx.b.Set(readyKey(u.Crawl, u.Key, 0, u.URL), nil)
+				tx.putEntry(nil, &Entry{Crawl: u.Crawl, URL: u.URL, Key: u.Key, Meta: u.Meta, Created: now})
 				q.Queued++
 				tx.set(q)
 			}

@@ -24,7 +24,9 @@ const storeName = "queues"
 //
 //	Q crawl 0 part(2) queue               the queue's state (QueueState)
 //	U crawl 0 part(2) queue url           a URL's record (Entry)
-//	R crawl 0 part(2) queue due(8) url    a queued URL, by due time (empty)
+//	R crawl 0 part(2) queue due(8) url    a queued URL, by due time: its
+//	                                      record again, so that a hand-out
+//	                                      reads the index alone
 //	D crawl 0                             the crawl's default delay
 //
 // Every key of a queue is in the queue's partition, which is in each key

@@ -107,8 +107,7 @@ func (s *Server) migrateBucket(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				tx.putEntry(&Entry{Crawl: e.Crawl, URL: e.URL, Key: e.Key, Meta: e.Meta, Created: e.Created, Due: e.Due, Known: e.Known})
-				tx.b.Set(readyKey(e.Crawl, e.Key, e.Due, e.URL), nil)
+				tx.putEntry(nil, &Entry{Crawl: e.Crawl, URL: e.URL, Key: e.Key, Meta: e.Meta, Created: e.Created, Due: e.Due, Known: e.Known})
 				q.Queued++
 				if ls[i] > 0 {
 					if q.Leases == nil {

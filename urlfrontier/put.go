@@ -280,7 +280,6 @@ func applyKnown(u *updateTx, c candidate, date uint64, now time.Time) error {
 	if e != nil {
 		next.Created = e.Created
 		if !e.Completed {
-			u.b.Delete(readyKey(c.crawl, c.key, e.Due, c.url))
 			q.Queued--
 		}
 	}
@@ -289,10 +288,9 @@ func applyKnown(u *updateTx, c candidate, date uint64, now time.Time) error {
 		q.Completed++
 	} else {
 		next.Known, next.Due = true, int64(date)*1000
-		u.b.Set(readyKey(c.crawl, c.key, next.Due, c.url), nil)
 		q.Queued++
 	}
-	u.putEntry(next)
+	u.putEntry(e, next)
 	delete(q.Leases, leaseID(c.url))
 	q.Fetched++
 	u.set(q)

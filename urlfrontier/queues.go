@@ -254,6 +254,21 @@ func (q *queues) hasCrawl(id string) bool {
 	return q.crawls[id] != nil
 }
 
+// state returns a copy of a queue's state as the summary holds it (a new
+// one for a queue without).
+func (q *queues) state(crawl, key string) *QueueState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c := q.crawls[crawl]; c != nil {
+		if s := c.queues[key]; s != nil {
+			st := s.state
+			st.Leases = maps.Clone(st.Leases)
+			return &st
+		}
+	}
+	return &QueueState{V: formatVersion, Crawl: crawl, Key: key}
+}
+
 // readyItem is a URL ready to be handed out (or listed).
 type readyItem struct {
 	e   Entry
@@ -266,8 +281,7 @@ type readyItem struct {
 // one will be (0: the queue holds none).
 func ready(r urlstore.Reader, crawl, key string, st *QueueState, now int64, n int) (out []readyItem, next int64, err error) {
 	prefix := queuePrefix(kindReady, crawl, key)
-	var scanErr error
-	err = r.Scan(prefix, func(k, _ []byte) bool {
+	err = r.Scan(prefix, func(k, v []byte) bool {
 		rest := k[len(prefix):]
 		if len(rest) < 8 {
 			return true
@@ -285,14 +299,6 @@ func ready(r urlstore.Reader, crawl, key string, st *QueueState, now int64, n in
 			}
 			return true
 		}
-		v, ok, err := r.Get(entryKey(crawl, key, u))
-		if err != nil {
-			scanErr = err
-			return false
-		}
-		if !ok {
-			return true // not ours: an index key without its record
-		}
 		it := readyItem{e: Entry{Crawl: crawl, Key: key, URL: u}, due: due}
 		if decodeEntry(v, &it.e) != nil {
 			return true
@@ -300,9 +306,6 @@ func ready(r urlstore.Reader, crawl, key string, st *QueueState, now int64, n in
 		out = append(out, it)
 		return len(out) < n
 	})
-	if err == nil {
-		err = scanErr
-	}
 	if len(out) > 0 {
 		next = 0
 	}
@@ -360,6 +363,7 @@ func (q *queues) entries(crawl, key string, fn func(e *Entry) bool) error {
 // keeps the queues' states it reads in hand and writes those it changed
 // (set) once at the end.
 type updateTx struct {
+	q      *queues
 	r      urlstore.Reader
 	b      *urlstore.Batch
 	states map[string]*QueueState // by crawl 0 queue
@@ -378,14 +382,23 @@ func (u *updateTx) entry(crawl, key, url string) (*Entry, error) {
 	return readEntry(u.r, crawl, key, url)
 }
 
-// putEntry writes a URL's record.
-func (u *updateTx) putEntry(e *Entry) {
+// putEntry writes a URL's record over old (nil: it had none), moving its
+// place in the ready index: a queued URL's record is also the value of its
+// ready key, at its due time.
+func (u *updateTx) putEntry(old, e *Entry) {
 	k := entryKey(e.Crawl, e.Key, e.URL)
 	if u.entries == nil {
 		u.entries = map[string]*Entry{}
 	}
 	u.entries[string(k)] = e
-	u.b.Set(k, encodeEntry(e))
+	if old != nil && !old.Completed {
+		u.b.Delete(readyKey(old.Crawl, old.Key, old.Due, old.URL))
+	}
+	v := encodeEntry(e)
+	u.b.Set(k, v)
+	if !e.Completed {
+		u.b.Set(readyKey(e.Crawl, e.Key, e.Due, e.URL), v)
+	}
 }
 
 func stateID(crawl, key string) string { return crawl + "\x00" + key }
@@ -397,10 +410,9 @@ func (u *updateTx) queue(crawl, key string) (*QueueState, error) {
 	if st := u.states[id]; st != nil {
 		return st, nil
 	}
-	st, err := readQueue(u.r, crawl, key)
-	if err != nil {
-		return nil, err
-	}
+	// The summary holds the partition's states as its applied entries
+	// left them (OnApply runs with the partition held, as this does).
+	st := u.q.state(crawl, key)
 	if u.states == nil {
 		u.states, u.dirty = map[string]*QueueState{}, map[string]bool{}
 	}
@@ -526,7 +538,7 @@ func (q *queues) write(p int) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 		err := q.st.Update(ctx, p, func(r urlstore.Reader, b *urlstore.Batch) error {
-			u := &updateTx{r: r, b: b}
+			u := &updateTx{q: q, r: r, b: b}
 			for _, w := range group {
 				if err := w.fn(u); err != nil {
 					return err
