@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -150,12 +151,18 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 	}
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{
+	po := &pebble.Options{
 		Cache:              cache,
 		Lock:               lock,
 		Logger:             quiet{opts.Logf},
 		FormatMajorVersion: pebble.FormatNewest,
-	})
+	}
+	// A Bloom filter per table (10 bits per key, 1 % false positives;
+	// the lower levels inherit it): a Get of a key a table lacks, as most
+	// of a put's checks for a URL already stored are, skips the table
+	// without reading its blocks.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)

@@ -181,10 +181,14 @@ func measureServeScale(t *testing.T, bin string, n, queues int) serveScale {
 	if err != nil {
 		s.fatalf("PutDiscovered: %v (%d OK so far)", err, ok)
 	}
-	if ok != n {
-		s.fatalf("PutDiscovered: %d of %d URLs OK, want all (others: %v)", ok, n, other)
+	// A new URL the crawl's filter holds already (its false-positive
+	// rate: the scalable Bloom filter's is far below 1e-4) is SKIPPED;
+	// anything else, or more than that, is a failure.
+	if skipped := n - ok; other[pb.AckMessage_FAIL] > 0 || float64(skipped) > 1e-4*float64(n) {
+		s.fatalf("PutDiscovered: %d of %d URLs OK, want all but the filter's false positives (others: %v)", ok, n, other)
 	}
 	r.putRate = float64(n) / took.Seconds()
+	n = ok // what is queued
 	st := s.waitSize(n, time.Minute)
 	t.Logf("filled %d URLs in %v; GetStats: size %d, %d queues, in process %d", n, took.Round(time.Millisecond), st.GetSize(), st.GetNumberOfQueues(), st.GetInProcess())
 
