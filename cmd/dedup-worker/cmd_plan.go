@@ -14,6 +14,8 @@ import (
 	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/urlfrontier"
 )
 
 func planFlags(fs *flag.FlagSet) {
@@ -26,13 +28,20 @@ func planFlags(fs *flag.FlagSet) {
 	fs.Int64("capacity", 0, "first layer's capacity; 0: one layer for the crawl (N, or a generation's R·D/g)")
 	fs.Float64("growth", 0, "capacity factor of each new layer; 0: filter.growth")
 	fs.Int("shards", 0, "Redis shards; 0: filter.shards, else the kind's default")
-	fs.String("node-memory", "", "memory each Redis Cluster node can give the filter (e.g. 4GiB): prints how many nodes it needs")
-	fs.Bool("json", false, "print the plans as JSON")
+	fs.String("node-memory", "", "memory of a node (e.g. 64GiB): prints how many Redis Cluster nodes the filter needs if it has all of it, and how many nodes the whole system takes")
+	fs.String("node-disk", "", "disk of a node (e.g. 2TiB): prints how many nodes the whole system takes")
+	fs.Int64("queues", 0, "queues (hosts) in the URLFrontier API, for its RAM; 0: one per 100 URLs, at most 1,000,000")
+	fs.Int64("waiting", 0, "URLs waiting in the frontier stream at its fullest; 0: all of them, the worst case")
+	fs.Int("replicas", 3, "replicas of each NATS stream (frontier.replicas: 1, 3 or 5)")
+	fs.Bool("json", false, "print the filter plans as JSON (the whole system's figures are printed as text only)")
 }
 
 // cmdPlan is "dedup-worker plan": it sizes the filter for a crawl, and the
-// same filter of the other kind, and prints both. It creates nothing and
-// connects to nothing.
+// same filter of the other kind, and prints both, then what the whole
+// system costs for the crawl, process by process and store by store, and
+// with a node size how many nodes it takes (as text only: --json keeps
+// printing the filter plans alone). It creates nothing and connects to
+// nothing.
 func cmdPlan(_ context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int {
 	usageErr := func(err error) int {
 		fmt.Fprintf(e.stderr, "dedup-worker plan: %v\n", err)
@@ -49,6 +58,10 @@ func cmdPlan(_ context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int
 	if err != nil {
 		return usageErr(err)
 	}
+	so, err := systemOptionsOf(fs, o)
+	if err != nil {
+		return usageErr(err)
+	}
 	if flagValue(fs, "json") == "true" {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -60,6 +73,7 @@ func cmdPlan(_ context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int
 	}
 	printPlans(e.stdout, plans)
 	printCaptures(e.stdout, plans[0].URLs)
+	printSystem(e.stdout, planSystem(so, plans[0]))
 	return exitOK
 }
 
@@ -209,4 +223,235 @@ func printPlace(w io.Writer, where string, pl dedup.PlanPlace, p dedup.FilterPla
 		at = "with the window full"
 	}
 	fmt.Fprintf(w, "; false-positive rate %s %.3g\n", at, pl.FPP)
+}
+
+// systemOptions size the rest of the system beside the filter.
+type systemOptions struct {
+	URLs       int64 // distinct URLs, N
+	Queues     int64 // queues (hosts) of the URLFrontier API (--queues)
+	Waiting    int64 // URLs in the frontier stream at its fullest (--waiting)
+	Replicas   int   // of each NATS stream (--replicas)
+	NodeMemory int64 // a node's memory; 0: nodes not counted (--node-memory)
+	NodeDisk   int64 // a node's disk; 0: disk not bounded (--node-disk)
+}
+
+// maxSystemURLs bounds the URLs the whole system is sized for: below it no
+// figure overflows 64 bits (N × about 500 bytes × 5 replicas).
+const maxSystemURLs = 1_000_000_000_000_000
+
+// systemOptionsOf reads the whole system's flags; o holds the filter's,
+// already read.
+func systemOptionsOf(fs *flag.FlagSet, o dedup.PlanOptions) (systemOptions, error) {
+	so := systemOptions{URLs: o.URLs, NodeMemory: o.NodeMemory}
+	if so.URLs > maxSystemURLs {
+		return so, fmt.Errorf("--urls: the whole system is sized for at most %s URLs", num(maxSystemURLs))
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{"queues", &so.Queues}, {"waiting", &so.Waiting}} {
+		v, err := strconv.ParseInt(flagValue(fs, f.name), 10, 64)
+		if err != nil || v < 0 {
+			return so, fmt.Errorf("--%s: %q is not a count ≥ 0", f.name, flagValue(fs, f.name))
+		}
+		*f.dst = v
+	}
+	if so.Queues == 0 {
+		so.Queues = max(1, min(so.URLs/100, 1_000_000))
+	}
+	switch {
+	case so.Waiting == 0:
+		so.Waiting = so.URLs
+	case so.Waiting > so.URLs:
+		return so, fmt.Errorf("--waiting: %s URLs waiting, more than the crawl's %s (--urls)", num(so.Waiting), num(so.URLs))
+	}
+	r, err := strconv.Atoi(flagValue(fs, "replicas"))
+	if err != nil || (r != 1 && r != 3 && r != 5) {
+		return so, fmt.Errorf("--replicas: want 1, 3 or 5 (as frontier.replicas), got %q", flagValue(fs, "replicas"))
+	}
+	so.Replicas = r
+	if v := flagValue(fs, "node-disk"); v != "" {
+		b, err := config.ParseBytes(v)
+		if err != nil || b <= 0 {
+			return so, fmt.Errorf("--node-disk: %q is not a positive size (e.g. 2TiB)", v)
+		}
+		so.NodeDisk = int64(b)
+	}
+	return so, nil
+}
+
+// systemPlan is what the whole system costs for N URLs, process by process
+// and store by store, from the figures the benchmarks measure (the
+// packages' cost constants), and how many nodes it takes.
+type systemPlan struct {
+	systemOptions
+	Filter dedup.FilterPlan // the kind asked for
+
+	ServeRAM, ServeIndex uint64 // each crawler serve (URLFrontier API)
+	QueuesLog            uint64 // the queues' log, a replica
+	Stream               uint64 // the frontier stream, a replica
+	CrawlerRAM           uint64 // each archiving crawler's captures store
+	CapturesIndex        uint64 // each archiving crawler's captures index
+	CapturesLog          uint64 // the captures' log, a replica
+
+	// Nodes is how many nodes of NodeMemory and NodeDisk the deployment
+	// takes, each running a serve, an archiving crawler and a NATS server,
+	// with the filter's Redis shards spread over them: 0 without a node
+	// size, −1 when not even one node's share fits (Why says what).
+	Nodes int
+	Why   string // what sets Nodes
+	// Apart: the two streams' replicas must sit on different nodes.
+	Apart bool
+	// NodeRAM and NodeDiskUsed are the fullest node's, with Nodes nodes.
+	NodeRAM, NodeDiskUsed uint64
+}
+
+// planSystem sizes every process and store for so.URLs URLs, p being the
+// filter's plan.
+func planSystem(so systemOptions, p dedup.FilterPlan) systemPlan {
+	n := uint64(so.URLs)
+	s := systemPlan{systemOptions: so, Filter: p,
+		ServeRAM:      urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(so.Queues),
+		ServeIndex:    urlfrontier.DiskIndexBytesPerURL * n,
+		QueuesLog:     urlfrontier.DiskLogBytesPerURL * n,
+		Stream:        frontier.StreamBytesPerURL * uint64(so.Waiting),
+		CrawlerRAM:    captures.DiskRAMBytesFixed,
+		CapturesIndex: captures.DiskIndexBytesPerURL * n,
+		CapturesLog:   captures.DiskLogBytesPerURL * n,
+	}
+	if so.NodeMemory == 0 && so.NodeDisk == 0 {
+		return s
+	}
+	fixedRAM, fixedDisk := s.nodeFixed()
+	store, front := s.stores(), s.Stream
+	nodes := so.Replicas
+	s.Why = fmt.Sprintf("the %d replicas of each stream need a node each", so.Replicas)
+	if so.Replicas == 1 {
+		s.Why = "everything fits one"
+	}
+	if d := uint64(so.NodeDisk); d > 0 {
+		switch {
+		case fixedDisk+store+front <= d:
+		case fixedDisk+max(store, front) <= d:
+			// A stream's replica is whole on one node: more nodes
+			// do not split it, but they can keep the two apart.
+			nodes, s.Apart = 2*so.Replicas, true
+			s.Why = "a node's disk holds a replica of one stream beside its indexes, not of both"
+		default:
+			s.Nodes = -1
+			s.Why = fmt.Sprintf("a node of %s cannot hold a serve's and a crawler's index (%s) and a replica of the larger stream (%s): raise --node-disk",
+				bytesText(d), bytesText(fixedDisk), bytesText(max(store, front)))
+			return s
+		}
+	}
+	unit, units := p.Redis.ShardBytes, uint64(p.Redis.Shards*p.Generations)
+	if m := uint64(so.NodeMemory); m > 0 {
+		if fixedRAM+unit > m {
+			s.Nodes = -1
+			s.Why = fmt.Sprintf("a node of %s cannot hold a serve and a crawler (%s) and one Redis shard of the filter (%s): raise --node-memory or --shards",
+				bytesText(m), bytesText(fixedRAM), bytesText(unit))
+			return s
+		}
+		perNode := (m - fixedRAM) / unit
+		if need := int((units + perNode - 1) / perNode); need > nodes {
+			nodes = need
+			s.Why = "the filter's Redis shards need their memory, beside each node's serve and crawler"
+		}
+	}
+	s.Nodes = nodes
+	s.NodeRAM = fixedRAM + (units+uint64(nodes)-1)/uint64(nodes)*unit
+	s.NodeDiskUsed = fixedDisk + store + front
+	if s.Apart {
+		s.NodeDiskUsed = fixedDisk + max(store, front)
+	}
+	return s
+}
+
+// stores is a replica of the stores' stream: the queues' and the
+// captures' logs.
+func (s systemPlan) stores() uint64 { return s.QueuesLog + s.CapturesLog }
+
+// nodeFixed is what every node of a deployment holds whatever their
+// number: a serve and an archiving crawler, in RAM and with their indexes.
+func (s systemPlan) nodeFixed() (ram, disk uint64) {
+	return s.ServeRAM + s.CrawlerRAM, s.ServeIndex + s.CapturesIndex
+}
+
+// printSystem writes the whole system's table, its totals and, with a node
+// size, the nodes it takes.
+func printSystem(w io.Writer, s systemPlan) {
+	p, r := s.Filter, uint64(s.Replicas)
+	waiting := "--waiting"
+	if s.Waiting == s.URLs {
+		waiting = "all of them, the worst case: --waiting"
+	}
+	replicas := fmt.Sprintf("%d replicas", s.Replicas)
+	if s.Replicas == 1 {
+		replicas = "1 replica"
+	}
+	fmt.Fprintf(w, "\nWhole system for %s URLs: %s queues (--queues), %s waiting in the frontier stream (%s), %s of each NATS stream (--replicas):\n",
+		num(s.URLs), num(s.Queues), num(s.Waiting), waiting, replicas)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  process or store\tRAM each\tdisk each\tdisk a replica\tfrom\n")
+	row := func(name string, ram, disk, replica uint64, from string) {
+		cell := func(b uint64) string {
+			if b == 0 {
+				return "-"
+			}
+			return bytesText(b)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", name, cell(ram), cell(disk), cell(replica), from)
+	}
+	row(fmt.Sprintf("filter (%s), in Redis", p.Kind), p.Redis.Bytes, 0, 0,
+		fmt.Sprintf("the plan above, a deployment's (%d shards); Redis persistence not counted", p.Redis.Shards))
+	row(fmt.Sprintf("filter (%s), in memory", p.Kind), p.Memory.Bytes, p.Memory.Bytes, 0,
+		"the plan above, embedded; on disk its snapshot")
+	row("crawler serve (URLFrontier API)", s.ServeRAM, s.ServeIndex, 0,
+		fmt.Sprintf("urlfrontier (TestServeScale): %s + %s a queue; index %d B a URL", bytesText(urlfrontier.RAMBytesFixed), bytesText(urlfrontier.RAMBytesPerQueue), urlfrontier.DiskIndexBytesPerURL))
+	row("queues' log (stores' stream)", 0, 0, s.QueuesLog,
+		fmt.Sprintf("urlfrontier (TestServeScale): %d B a URL", urlfrontier.DiskLogBytesPerURL))
+	row("frontier stream (native path)", 0, 0, s.Stream,
+		fmt.Sprintf("frontier (TestFrontierStreamBytes): %d B a waiting URL, S2", frontier.StreamBytesPerURL))
+	row("archiving crawler's captures", s.CrawlerRAM, s.CapturesIndex, 0,
+		fmt.Sprintf("captures (TestCaptureCost): RAM fixed; index %d B a URL", captures.DiskIndexBytesPerURL))
+	row("captures' log (stores' stream)", 0, 0, s.CapturesLog,
+		fmt.Sprintf("captures (TestCaptureCost): %d B a URL", captures.DiskLogBytesPerURL))
+	tw.Flush()
+
+	fixedRAM, fixedDisk := s.nodeFixed()
+	logs := s.stores() + s.Stream
+	fmt.Fprintf(w, "  Total, one serve and one archiving crawler, the filter in Redis, %s of each stream: %s RAM, %s disk\n",
+		replicas, bytesText(p.Redis.Bytes+fixedRAM), bytesText(fixedDisk+r*logs))
+	fmt.Fprintf(w, "  One node running everything embedded (the filter in memory, one replica): %s RAM, %s disk\n",
+		bytesText(p.Memory.Bytes+fixedRAM), bytesText(p.Memory.Bytes+fixedDisk+logs))
+	fmt.Fprintf(w, "  Not counted: the fetchers' own memory, Redis persistence, NATS's other streams and buckets.\n")
+
+	if s.NodeMemory == 0 && s.NodeDisk == 0 {
+		fmt.Fprintf(w, "  --node-memory and --node-disk: how many nodes of that size it takes.\n")
+		return
+	}
+	size := []string{}
+	if s.NodeMemory > 0 {
+		size = append(size, bytesText(uint64(s.NodeMemory))+" RAM")
+	}
+	if s.NodeDisk > 0 {
+		size = append(size, bytesText(uint64(s.NodeDisk))+" disk")
+	}
+	fmt.Fprintf(w, "\nNodes of %s, each running a serve, an archiving crawler and a NATS server, the filter's Redis shards spread over them:\n", strings.Join(size, " and "))
+	if s.Nodes < 0 {
+		fmt.Fprintf(w, "  none fits: %s\n", s.Why)
+		return
+	}
+	n := uint64(s.Nodes)
+	nodes := "nodes"
+	if s.Nodes == 1 {
+		nodes = "node"
+	}
+	fmt.Fprintf(w, "  %d %s: %s\n", s.Nodes, nodes, s.Why)
+	fmt.Fprintf(w, "  the fullest node: %s RAM (%s of Redis shards), %s disk (%s of indexes, %s of stream replicas)\n",
+		bytesText(s.NodeRAM), bytesText(s.NodeRAM-fixedRAM), bytesText(s.NodeDiskUsed), bytesText(fixedDisk), bytesText(s.NodeDiskUsed-fixedDisk))
+	if s.Apart {
+		fmt.Fprintf(w, "  the stores' stream and the frontier stream on different nodes: place them with NATS placement tags\n")
+	}
+	fmt.Fprintf(w, "  the deployment: %s RAM, %s disk\n", bytesText(n*fixedRAM+p.Redis.Bytes), bytesText(n*fixedDisk+r*logs))
 }

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/redistest"
+	"github.com/sievecrawl/sieve/urlfrontier"
 )
 
 // TestPlanCommand runs "dedup-worker plan" with a real Redis configured and
@@ -85,5 +89,207 @@ func TestPlanCommand(t *testing.T) {
 	}
 	if n := srv.Client().DBSize(context.Background()).Val(); n != 0 {
 		t.Errorf("plan left %d keys in Redis, want none", n)
+	}
+}
+
+// systemCosts are the whole system's figures for a crawl, computed here
+// from the packages' cost constants as the table must print them.
+type systemCosts struct {
+	serveRAM, serveIndex, queuesLog, stream uint64
+	crawlerRAM, capturesIndex, capturesLog  uint64
+	fixedRAM, fixedDisk, stores, replicas   uint64 // a node's serve and crawler; a replica of the stores' stream
+	shard, shards, redisBytes, memoryBytes  uint64 // the filter's, from its plan
+}
+
+func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) systemCosts {
+	tb.Helper()
+	plans, err := dedup.Plan(dedup.PlanOptions{URLs: urls, TargetFPP: 0.001, Kind: "bloom", Factor: 2, Tightening: 0.8})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, n := plans[0], uint64(urls)
+	c := systemCosts{
+		serveRAM:      urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(queues),
+		serveIndex:    urlfrontier.DiskIndexBytesPerURL * n,
+		queuesLog:     urlfrontier.DiskLogBytesPerURL * n,
+		stream:        frontier.StreamBytesPerURL * uint64(waiting),
+		crawlerRAM:    captures.DiskRAMBytesFixed,
+		capturesIndex: captures.DiskIndexBytesPerURL * n,
+		capturesLog:   captures.DiskLogBytesPerURL * n,
+		replicas:      uint64(replicas),
+		shard:         p.Redis.ShardBytes,
+		shards:        uint64(p.Redis.Shards * p.Generations),
+		redisBytes:    p.Redis.Bytes,
+		memoryBytes:   p.Memory.Bytes,
+	}
+	c.fixedRAM, c.fixedDisk = c.serveRAM+c.crawlerRAM, c.serveIndex+c.capturesIndex
+	c.stores = c.queuesLog + c.capturesLog
+	return c
+}
+
+// nodeRAM is the fullest node's RAM with n nodes: its serve and crawler,
+// and its share of the filter's Redis shards.
+func (c systemCosts) nodeRAM(n uint64) uint64 { return c.fixedRAM + (c.shards+n-1)/n*c.shard }
+
+// cells are the table's columns after a row's name: RAM each, disk each,
+// disk a replica ("-": none).
+func cells(b ...uint64) []string {
+	s := make([]string, len(b))
+	for i, v := range b {
+		s[i] = "-"
+		if v > 0 {
+			s[i] = bytesText(v)
+		}
+	}
+	return s
+}
+
+// TestPlanWholeSystem checks the whole system's table of "dedup-worker
+// plan" (issue 26, requirement 6): every process's and store's row carries
+// the figures of the packages' cost constants for N URLs, the totals add
+// them up with the replicas, and the nodes follow from --node-memory and
+// --node-disk (a stream's replica whole on one node, the filter's Redis
+// shards spread over the nodes).
+func TestPlanWholeSystem(t *testing.T) {
+	env := map[string]string{"SIEVE_FILTER_FPP": "0.001"}
+	size := func(b uint64) string { return strconv.FormatUint(b, 10) }
+	tests := []struct {
+		name string
+		urls int64
+		// queues, waiting and replicas the table must assume: the
+		// defaults (N/100 queues up to 1,000,000; all N waiting; 3) or
+		// the flags'.
+		queues, waiting, replicas int64
+		args                      func(c systemCosts) []string // beyond --urls
+		wantNodes                 func(c systemCosts) []string // in the nodes' paragraph
+	}{
+		{name: "1e6 URLs, defaults", urls: 1e6, queues: 10_000, waiting: 1e6, replicas: 3},
+		{name: "1e9 URLs, defaults", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3},
+		{name: "1e6 URLs, queues, waiting and replicas asked", urls: 1e6, queues: 5, waiting: 1000, replicas: 5,
+			args: func(systemCosts) []string { return []string{"--queues", "5", "--waiting", "1000", "--replicas", "5"} }},
+		// The issue's example: disk is ample, the replicas set the count.
+		{name: "1e9 URLs on nodes of 64GiB and 2TiB", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+			args: func(systemCosts) []string { return []string{"--node-memory", "64GiB", "--node-disk", "2TiB"} },
+			wantNodes: func(c systemCosts) []string {
+				return []string{"  3 nodes: the 3 replicas of each stream need a node each",
+					"the fullest node: " + bytesText(c.nodeRAM(3)) + " RAM",
+					bytesText(c.fixedDisk+c.stores+c.stream) + " disk"}
+			}},
+		{name: "1e9 URLs, disk for both streams exactly", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+			args: func(c systemCosts) []string {
+				return []string{"--node-disk", size(c.fixedDisk + c.stores + c.stream)}
+			},
+			wantNodes: func(c systemCosts) []string { return []string{"  3 nodes: "} }},
+		// A byte less: each node holds one stream's replica, so twice
+		// the replicas.
+		{name: "1e9 URLs, disk for one stream", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+			args: func(c systemCosts) []string {
+				return []string{"--node-disk", size(c.fixedDisk + c.stores + c.stream - 1)}
+			},
+			wantNodes: func(c systemCosts) []string {
+				return []string{"  6 nodes: a node's disk holds a replica of one stream", "placement tags",
+					bytesText(c.fixedDisk+max(c.stores, c.stream)) + " disk"}
+			}},
+		{name: "1e9 URLs, disk short of the larger stream", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+			args: func(c systemCosts) []string {
+				return []string{"--node-disk", size(c.fixedDisk + max(c.stores, c.stream) - 1)}
+			},
+			wantNodes: func(systemCosts) []string { return []string{"  none fits: ", "raise --node-disk"} }},
+		// Room for two Redis shards beside a serve and a crawler.
+		{name: "1e6 URLs, memory for two shards a node", urls: 1e6, queues: 10_000, waiting: 1e6, replicas: 3,
+			args: func(c systemCosts) []string { return []string{"--node-memory", size(c.fixedRAM + 2*c.shard)} },
+			wantNodes: func(c systemCosts) []string {
+				n := (c.shards + 1) / 2
+				return []string{"  " + strconv.FormatUint(n, 10) + " nodes: the filter's Redis shards need their memory",
+					"the fullest node: " + bytesText(c.nodeRAM(n)) + " RAM"}
+			}},
+		{name: "1e9 URLs, memory short of a shard", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+			args:      func(c systemCosts) []string { return []string{"--node-memory", size(c.fixedRAM + c.shard - 1)} },
+			wantNodes: func(systemCosts) []string { return []string{"  none fits: ", "raise --node-memory or --shards"} }},
+		{name: "1e6 URLs, one replica", urls: 1e6, queues: 10_000, waiting: 1e6, replicas: 1,
+			args:      func(systemCosts) []string { return []string{"--replicas", "1", "--node-disk", "1TiB"} },
+			wantNodes: func(systemCosts) []string { return []string{"  1 node: everything fits one"} }},
+	}
+	cellSep := regexp.MustCompile(`\s{2,}`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newSystemCosts(t, tt.urls, tt.queues, tt.waiting, tt.replicas)
+			args := []string{"plan", "--urls", strconv.FormatInt(tt.urls, 10)}
+			if tt.args != nil {
+				args = append(args, tt.args(c)...)
+			}
+			code, out, errOut := runCLI(t, "", env, args...)
+			if code != exitOK {
+				t.Fatalf("%v: exit %d, stderr %s", args, code, errOut)
+			}
+			_, system, ok := strings.Cut(out, "\nWhole system for "+num(tt.urls)+" URLs: "+num(tt.queues)+" queues (--queues), "+num(tt.waiting)+" waiting")
+			if !ok {
+				t.Fatalf("%v: no whole system's table for %s URLs, %s queues, %s waiting:\n%s", args, num(tt.urls), num(tt.queues), num(tt.waiting), out)
+			}
+			rows := map[string][]string{
+				"filter (bloom), in Redis":        cells(c.redisBytes, 0, 0),
+				"filter (bloom), in memory":       cells(c.memoryBytes, c.memoryBytes, 0),
+				"crawler serve (URLFrontier API)": cells(c.serveRAM, c.serveIndex, 0),
+				"queues' log (stores' stream)":    cells(0, 0, c.queuesLog),
+				"frontier stream (native path)":   cells(0, 0, c.stream),
+				"archiving crawler's captures":    cells(c.crawlerRAM, c.capturesIndex, 0),
+				"captures' log (stores' stream)":  cells(0, 0, c.capturesLog),
+			}
+			for name, want := range rows {
+				var got []string
+				for _, line := range strings.Split(system, "\n") {
+					if f := cellSep.Split(strings.TrimSpace(line), -1); f[0] == name && len(f) == 5 {
+						got = f[1:4]
+					}
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%v: row %q = %q, want %q:\n%s", args, name, got, want, system)
+				}
+			}
+			logs := c.stores + c.stream
+			wantText := []string{
+				"Total, one serve and one archiving crawler, the filter in Redis, " + strconv.FormatInt(tt.replicas, 10) + " replica",
+				" of each stream: " + bytesText(c.redisBytes+c.fixedRAM) + " RAM, " + bytesText(c.fixedDisk+c.replicas*logs) + " disk\n",
+				"One node running everything embedded (the filter in memory, one replica): " +
+					bytesText(c.memoryBytes+c.fixedRAM) + " RAM, " + bytesText(c.memoryBytes+c.fixedDisk+logs) + " disk\n",
+			}
+			if tt.wantNodes == nil {
+				wantText = append(wantText, "--node-memory and --node-disk: how many nodes")
+			} else {
+				wantText = append(wantText, tt.wantNodes(c)...)
+			}
+			for _, w := range wantText {
+				if !strings.Contains(system, w) {
+					t.Errorf("%v: output lacks %q:\n%s", args, w, system)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanSystemFlagsRefused: the whole system's flags refuse what cannot
+// be sized, with exit 2 and a message naming the flag.
+func TestPlanSystemFlagsRefused(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node-disk", "lots"}, `--node-disk: "lots" is not a positive size`},
+		{[]string{"--node-disk", "0"}, `--node-disk: "0" is not a positive size`},
+		{[]string{"--node-disk", "-1"}, `--node-disk: "-1" is not a positive size`},
+		{[]string{"--node-memory", "0B"}, `--node-memory: "0B" is not a positive size`},
+		{[]string{"--replicas", "2"}, `--replicas: want 1, 3 or 5`}, // frontier.replicas' values
+		{[]string{"--replicas", "0"}, `--replicas: want 1, 3 or 5`},
+		{[]string{"--queues", "-1"}, `--queues: "-1" is not a count`},
+		{[]string{"--queues", "many"}, `invalid value "many" for flag -queues`},
+		{[]string{"--waiting", "-5"}, `--waiting: "-5" is not a count`},
+		{[]string{"--waiting", "1000001"}, `--waiting: 1,000,001 URLs waiting, more than the crawl's 1,000,000`},
+	}
+	for _, tt := range tests {
+		args := append([]string{"plan", "--urls", "1000000"}, tt.args...)
+		code, out, errOut := runCLI(t, "", nil, args...)
+		if code != exitUsage || !strings.Contains(errOut, tt.want) || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", args, code, out, errOut, exitUsage, tt.want)
+		}
 	}
 }
