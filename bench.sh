@@ -54,20 +54,31 @@ captures() { run "Captures on disk (Pebble + the NATS log, embedded server in pr
 # outside as a URLFrontier client sees it (PutDiscovered rate into 20,000
 # queues, the process's RSS and data directory per queued URL, SIGTERM stop
 # and restart and SIGKILL restart times until GetStats shows every URL, the
-# GetURLs + known-update rate). Sizes accept k and M: ./bench.sh scale 1M 5M 20M.
+# GetURLs + known-update rate), and the dedup pipeline's admitted URLs/s at
+# the size (one worker, its filter in redis-server, embedded NATS; median of
+# 3 rounds of 200,000 new URLs after a fill to the size, goal at 20 M: at
+# least 0.9 × its rate at 1 M) with the fill's rate, the frontier's bytes
+# and Redis's used_memory per URL and the process's RSS; its frontier keeps
+# message IDs for 1 minute, not 10. Sizes accept k and M: ./bench.sh scale 1M 5M 20M.
 scale() {
 	local sizes=("$@")
 	[ ${#sizes[@]} -gt 0 ] || sizes=(1M 5M 20M)
-	local n
+	local n base
 	for size in "${sizes[@]}"; do
 		n="${size//k/000}"
 		n="${n//M/000000}"
+		# serve and the pipeline measure 1 M in the same run as the size: the
+		# baseline of their ratios.
+		base=""
+		[ "$n" = 1000000 ] || base="1000000,"
 		run "Scale, $size URLs: captures on disk (store + its NATS in one process), vs Redis at 200,000" \
 			go test ./captures -count=1 -run '^TestCaptureCost$' -sieve.capturesbench -sieve.capturesbench.sizes "$n" -v -timeout 120m
 		run "Scale, $size URLs: frontier stream bytes per waiting URL, S2 vs uncompressed" \
 			go test ./frontier -count=1 -run '^TestFrontierStreamBytes$' -sieve.streambytes.n "$n" -v -timeout 120m
 		run "Scale, $size URLs: crawler serve (URLFrontier) as a subprocess: PutDiscovered/s, RSS and disk per URL, SIGTERM and SIGKILL restart times, GetURLs+known/s" \
-			go test ./cmd/crawler -count=1 -run '^TestServeScale$' -sieve.servebench -sieve.servebench.sizes "$n" -v -timeout 120m
+			go test ./cmd/crawler -count=1 -run '^TestServeScale$' -sieve.servebench -sieve.servebench.sizes "$base$n" -v -timeout 120m
+		run "Scale, $size URLs: the dedup pipeline's admitted URLs/s at size (Redis filter, embedded NATS)" \
+			go test ./frontier -count=1 -run '^TestPipelineScale$' -sieve.pipelinescale -sieve.pipelinescale.sizes "$base$n" -v -timeout 120m
 	done
 }
 
