@@ -162,6 +162,15 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 	// of a put's checks for a URL already stored are, skips the table
 	// without reading its blocks.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	// Writes never wait for compactions: Pebble's default stops them at
+	// 12 files in L0, which a burst of puts on a busy machine reached
+	// within seconds, holding every partition's writer (and the puts
+	// behind it) until a compaction caught up. More files in L0 only make
+	// reads slower for a while; CockroachDB stops at 1,000 too. Memtables
+	// of 16 MiB (2 at most: fixed RAM) flush fewer, larger files.
+	po.L0StopWritesThreshold = 1000
+	po.MemTableSize = 16 << 20
+	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		lock.Close()
