@@ -2,6 +2,7 @@ package urlfrontier_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -26,12 +27,16 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 
 // TestLoadReportsProgress: while a server's index catches up with the
 // queues' log (a server that lost its directory rebuilds from it) it logs
-// how far it is, rather than seeming hung; serve gives it no fixed
+// how far it is, rather than seeming hung, in the log and to
+// Options.Progress (serve's page shows it); serve gives it no fixed
 // deadline.
 func TestLoadReportsProgress(t *testing.T) {
 	e := newEnv(t)
-	var log syncBuffer
-	n := e.start("a", func(o *urlfrontier.Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
+	var log, status syncBuffer
+	n := e.start("a", func(o *urlfrontier.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&log, nil))
+		o.Progress = func(m string) { fmt.Fprintln(&status, m) }
+	})
 	n.put(t, disc("c1", "https://a.example/1", ""), disc("c1", "https://a.example/2", ""))
 	stop := urlfrontier.ReportLoad(n.srv, t.Context(), 10*time.Millisecond)
 	deadline := time.Now().Add(5 * time.Second)
@@ -48,5 +53,8 @@ func TestLoadReportsProgress(t *testing.T) {
 	}
 	if strings.Contains(line, " at=0 ") {
 		t.Errorf("progress line is at entry 0 of a log that holds the 2 URLs:\n%s", line)
+	}
+	if st := status.String(); !strings.Contains(st, "catching up with the queues' log: ") || !strings.Contains(st, " entries read, at entry ") {
+		t.Errorf("Progress was told %q, want the catch-up with its counts", st)
 	}
 }

@@ -71,6 +71,10 @@ type Options struct {
 	// AdmitTimeout bounds the admission of one batch: a URL not decided
 	// by then is answered FAIL (default 10 s).
 	AdmitTimeout time.Duration
+	// Progress, if set, is told how Open's catch-up with the queues' log
+	// goes (as the log says it, every 5 s), for a page that shows it while
+	// the server is not ready yet.
+	Progress func(status string)
 	// Registerer receives the metrics (nil: none).
 	Registerer prometheus.Registerer
 	// Logger logs (nil: discard); LogLevel, if set, is what SetLogLevel
@@ -222,6 +226,11 @@ var loadReport = 5 * time.Second
 func (s *Server) reportLoad(ctx context.Context, loaded <-chan struct{}) func() {
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	progress := s.o.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	progress("catching up with the queues' log")
 	go func() {
 		defer close(done)
 		start := time.Now()
@@ -238,8 +247,10 @@ func (s *Server) reportLoad(ctx context.Context, loaded <-chan struct{}) func() 
 			case <-t.C:
 			}
 			st := s.q.st.Stats()
+			elapsed := time.Since(start).Round(time.Second)
 			s.o.Logger.Info("urlfrontier: catching up with the queues' log", "entries", st.Read,
-				"at", st.Followed, "elapsed", time.Since(start).Round(time.Second))
+				"at", st.Followed, "elapsed", elapsed)
+			progress(fmt.Sprintf("catching up with the queues' log: %d entries read, at entry %d, for %v", st.Read, st.Followed, elapsed))
 		}
 	}()
 	return func() { close(stop); <-done }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,20 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 		return fmt.Errorf("normalizer: %w", err)
 	}
 	u := s.URLFrontier
+	// The page first: while the queues' index catches up with its log, it
+	// says how far (not ready, with the progress as the reason).
+	var loading atomic.Value
+	loading.Store("opening the queues' store")
+	w, err := startServeWatch(s, p, reg, logger, stderr, func() error {
+		if m := loading.Load().(string); m != "" {
+			return errors.New(m)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	defer w.close(logger)
 	// Not octx: the queues' index catches up with its log for as long as
 	// it was away (a lost directory: the whole log), reporting progress; a
 	// fixed deadline would keep such a server from ever starting.
@@ -84,16 +99,13 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 		Crawls: urlfrontier.StoreCrawls{Store: store, Registry: registry, Forget: p.worker.ForgetCrawl},
 		Node:   lis.Addr().String(), DefaultDelay: u.DefaultDelay, DefaultLease: u.DefaultLease,
 		MaxBatch: u.MaxBatch, Registerer: reg, Logger: logger, LogLevel: level,
+		Progress: func(m string) { loading.Store(m) },
 	})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	w, err := startServeWatch(s, p, reg, logger, stderr)
-	if err != nil {
-		return err
-	}
-	defer w.close(logger)
+	loading.Store("")
 	g := grpc.NewServer(srv.ServerOptions(int(u.MaxMessageBytes))...)
 	srv.Register(g)
 	served := make(chan error, 1)
@@ -147,16 +159,18 @@ func (b *backend) runWorker(ctx context.Context, w *pipeline.Worker) error {
 }
 
 // startServeWatch serves the watch page, /metrics (with the URLFrontier
-// calls by RPC and status, and their latency) and health on http.addr.
-func startServeWatch(s settings, b *backend, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
+// calls by RPC and status, and their latency) and health on http.addr;
+// queues is the readiness check of the queues' store (its catch-up).
+func startServeWatch(s settings, b *backend, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer, queues func() error) (*watcher, error) {
 	if s.HTTP.Addr == "" {
 		return &watcher{}, nil
 	}
 	src := watch.Sources{
-		Role:       "urlfrontier",
-		Queues:     watch.NewJetStreamQueues(b.js, s.Frontier.Topology()),
-		Peers:      watch.NewJetStreamPeers(b.js, s.Frontier.Topology(), 0),
-		Checks:     map[string]func() error{"nats": func() error { return frontier.Connected(b.nc) }},
+		Role:   "urlfrontier",
+		Queues: watch.NewJetStreamQueues(b.js, s.Frontier.Topology()),
+		Peers:  watch.NewJetStreamPeers(b.js, s.Frontier.Topology(), 0),
+		Checks: map[string]func() error{"nats": func() error { return frontier.Connected(b.nc) },
+			"urlfrontier": queues},
 		Counters:   watch.CountersFunc(b.dedup),
 		Filter:     watch.FilterFunc(b.worker.FilterStats),
 		Worker:     b.worker,
