@@ -193,25 +193,33 @@ type QueueState struct {
 	Queued    uint64 `json:"queued,omitempty"`
 	Fetched   uint64 `json:"fetched,omitempty"`
 	Completed uint64 `json:"completed,omitempty"`
-	// Leases are the queue's URLs handed out: each one's hash (leaseID)
-	// to the Unix ms its lease ends. A URL whose lease ended is ready
-	// again; its known update removes it. Leasing in the queue's state,
-	// which each hand-out writes anyway, makes a hand-out one write per
-	// queue, not one per URL.
-	Leases map[string]int64 `json:"leases,omitempty"`
+	// Leases are the queue's URLs handed out, by hash (leaseID). A URL
+	// whose lease ended is ready again; its known update removes it.
+	// Leasing in the queue's state, which each hand-out writes anyway,
+	// makes a hand-out one write per queue, not one per URL.
+	Leases map[string]Lease `json:"leases,omitempty"`
+}
+
+// Lease is a URL handed out: until when, and what its known update needs
+// of its record (its ready key's due time, its creation), so that the
+// update reads nothing but the queue's state.
+type Lease struct {
+	Until   int64 `json:"u"`           // Unix ms
+	Due     int64 `json:"d,omitempty"` // the record's Due
+	Created int64 `json:"c,omitempty"` // the record's Created
 }
 
 // leased reports whether u is handed out at now.
 func (q *QueueState) leased(u string, now int64) (until int64, ok bool) {
-	until, ok = q.Leases[leaseID(u)]
-	return until, ok && until > now
+	l, ok := q.Leases[leaseID(u)]
+	return l.Until, ok && l.Until > now
 }
 
 // inProcess counts the running leases at now.
 func (q *QueueState) inProcess(now int64) int {
 	n := 0
-	for _, until := range q.Leases {
-		if until > now {
+	for _, l := range q.Leases {
+		if l.Until > now {
 			n++
 		}
 	}

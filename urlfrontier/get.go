@@ -166,14 +166,14 @@ func (s *Server) takeTurn(u *updateTx, t turn, perQueue int, now, until int64) (
 	v := *t.v
 	v.state = *st
 	st.Next = now + s.delayOf(&v).Milliseconds()
-	leases := make(map[string]int64, len(st.Leases)+len(items))
-	for h, end := range st.Leases {
-		if end > now {
-			leases[h] = end // ended leases go: their URLs are ready again
+	leases := make(map[string]Lease, len(st.Leases)+len(items))
+	for h, l := range st.Leases {
+		if l.Until > now {
+			leases[h] = l // ended leases go: their URLs are ready again
 		}
 	}
 	for _, it := range items {
-		leases[leaseID(it.e.URL)] = until
+		leases[leaseID(it.e.URL)] = Lease{Until: until, Due: it.e.Due, Created: it.e.Created}
 	}
 	st.Leases = leases
 	u.set(st)

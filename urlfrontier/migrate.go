@@ -111,9 +111,9 @@ func (s *Server) migrateBucket(ctx context.Context) error {
 				q.Queued++
 				if ls[i] > 0 {
 					if q.Leases == nil {
-						q.Leases = map[string]int64{}
+						q.Leases = map[string]Lease{}
 					}
-					q.Leases[leaseID(e.URL)] = ls[i]
+					q.Leases[leaseID(e.URL)] = Lease{Until: ls[i], Due: e.Due, Created: e.Created}
 				}
 				tx.set(q)
 			}

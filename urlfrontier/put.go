@@ -268,13 +268,17 @@ func (s *Server) mark(ctx context.Context, crawl string, urls [][]byte) error {
 // URL's record (completed, or due at its refetch date), its place in the
 // ready index, and its queue's counts and lease.
 func applyKnown(u *updateTx, c candidate, date uint64, now time.Time) error {
-	e, err := u.entry(c.crawl, c.key, c.url)
-	if err != nil {
-		return err
-	}
 	q, err := u.queue(c.crawl, c.key)
 	if err != nil {
 		return err
+	}
+	// A URL handed out, as most that get a known update are, has what the
+	// update needs in its lease: no read of its record.
+	e, ok := u.leasedEntry(q, c.url)
+	if !ok {
+		if e, err = u.entry(c.crawl, c.key, c.url); err != nil {
+			return err
+		}
 	}
 	next := &Entry{Crawl: c.crawl, URL: c.url, Key: c.key, Meta: c.meta, Created: now.Unix()}
 	if e != nil {

@@ -382,6 +382,19 @@ func (u *updateTx) entry(crawl, key, url string) (*Entry, error) {
 	return readEntry(u.r, crawl, key, url)
 }
 
+// leasedEntry is what a queue's lease holds of a URL's record (Due and
+// Created, queued), unless this update wrote the record already.
+func (u *updateTx) leasedEntry(q *QueueState, url string) (*Entry, bool) {
+	l, ok := q.Leases[leaseID(url)]
+	if !ok {
+		return nil, false
+	}
+	if _, wrote := u.entries[string(entryKey(q.Crawl, q.Key, url))]; wrote {
+		return nil, false
+	}
+	return &Entry{Crawl: q.Crawl, Key: q.Key, URL: url, Due: l.Due, Created: l.Created}, true
+}
+
 // putEntry writes a URL's record over old (nil: it had none), moving its
 // place in the ready index: a queued URL's record is also the value of its
 // ready key, at its due time.
