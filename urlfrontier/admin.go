@@ -528,15 +528,23 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 	return nil
 }
 
-// CountURLs counts a crawl's (or a queue's) queued and in-process URLs,
-// those containing filter if set.
+// CountURLs counts a crawl's (or a queue's) queued and in-process URLs:
+// without a filter from the queues' counts (in RAM), with one by reading
+// them.
 func (s *Server) CountURLs(ctx context.Context, req *pb.CountUrlParams) (*pb.Long, error) {
 	c, err := s.existing(ctx, req.GetCrawlID())
 	if err != nil {
 		return nil, err
 	}
-	match := matcher(req.GetFilter(), req.GetIgnoreCase())
 	var n uint64
+	if req.GetFilter() == "" {
+		// Every URL: the queues' counts, in RAM, not a scan of them all.
+		for _, v := range s.q.views(s.now(), []string{c}, req.GetKey()) {
+			n += v.state.Queued
+		}
+		return &pb.Long{Value: n}, nil
+	}
+	match := matcher(req.GetFilter(), req.GetIgnoreCase())
 	err = s.q.entries(c, req.GetKey(), func(e *Entry) bool {
 		if !e.Completed && match(e) {
 			n++

@@ -547,3 +547,85 @@ func clientGoroutines() (int, string) {
 	}
 	return len(kept), strings.Join(kept, "\n\n")
 }
+
+// TestCountsAgree: CountURLs without a filter answers from the queues'
+// counts; after puts, completions, refetch dates, a purge and a deleted
+// queue, on two servers, it equals the count read from the URLs
+// themselves (a filter every URL matches), and GetStats' size plus in
+// process.
+func TestCountsAgree(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.start("a:1"), e.start("b:1")
+	var items []*pb.URLItem
+	for q := range 8 {
+		for i := range 25 {
+			items = append(items, disc("c", fmt.Sprintf("https://h%d.example/%d", q, i), ""))
+		}
+	}
+	a.put(t, items...)
+	eventually(t, "b sees a's URLs", func() bool {
+		c, err := b.client.CountURLs(ctxT(t), &pb.CountUrlParams{CrawlID: "c"})
+		return err == nil && c.GetValue() == 200
+	})
+	got := b.get(t, &pb.GetParams{Item: &pb.GetParams_CrawlID{CrawlID: "c"}, MaxUrlsPerQueue: 5, DelayRequestable: 60})
+	// want: each queue's URLs not completed, as the calls below leave them.
+	want := map[string]uint64{}
+	for q := range 8 {
+		want[fmt.Sprintf("h%d.example", q)] = 25
+	}
+	var acks []*pb.URLItem
+	for i, u := range got {
+		refetch := uint64(0)
+		if i%2 == 0 {
+			refetch = uint64(e.clk.Now().Add(time.Hour).Unix())
+		} else {
+			want[strings.TrimPrefix(strings.Split(u, "/")[2], "")]--
+		}
+		acks = append(acks, known("c", u, refetch))
+	}
+	want["h1.example"]++ // later
+	want["h2.example"]++ // new
+	var total uint64
+	for _, v := range want {
+		total += v
+	}
+	want[""] = total - want["h3.example"] - want["h7.example"]
+	for u, st := range a.put(t, append(acks, known("c", "https://h0.example/never-queued", 0), known("c", "https://h1.example/later", uint64(e.clk.Now().Add(time.Hour).Unix())))...) {
+		if st != pb.AckMessage_OK {
+			t.Fatalf("known update of %s: %v", u, st)
+		}
+	}
+	ctx := ctxT(t)
+	if _, err := b.client.DeleteQueue(ctx, &pb.QueueWithinCrawlParams{CrawlID: "c", Key: "h7.example"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Add(48 * time.Hour)
+	if st := a.put(t, disc("c", "https://h2.example/new", "")); st["https://h2.example/new"] != pb.AckMessage_OK {
+		t.Fatalf("put of a new URL: %v", st)
+	}
+	if p, err := a.client.PurgeURLs(ctx, &pb.PurgeUrlParams{CrawlID: "c", Key: "h3.example", Days: 1}); err != nil || p.GetValue() != want["h3.example"] {
+		t.Fatalf("PurgeURLs(h3) = %v, %v, want %d", p, err, want["h3.example"])
+	}
+	want["h3.example"], want["h7.example"] = 0, 0
+	for _, n := range []*node{a, b} {
+		for _, key := range []string{"", "h0.example", "h1.example", "h2.example", "h3.example", "h4.example", "h7.example"} {
+			var fast, read *pb.Long
+			var st *pb.Stats
+			// Each server reaches the others' writes within milliseconds:
+			// the three answers agree and are the expected count.
+			eventually(t, fmt.Sprintf("queue %q counts %d URLs", key, want[key]), func() bool {
+				var err error
+				if fast, err = n.client.CountURLs(ctx, &pb.CountUrlParams{CrawlID: "c", Key: key}); err != nil {
+					t.Fatal(err)
+				}
+				if read, err = n.client.CountURLs(ctx, &pb.CountUrlParams{CrawlID: "c", Key: key, Filter: ptr("https://")}); err != nil {
+					t.Fatal(err)
+				}
+				if st, err = n.client.GetStats(ctx, &pb.QueueWithinCrawlParams{CrawlID: "c", Key: key}); err != nil {
+					t.Fatal(err)
+				}
+				return fast.GetValue() == want[key] && read.GetValue() == want[key] && st.GetSize()+uint64(st.GetInProcess()) == want[key]
+			})
+		}
+	}
+}
