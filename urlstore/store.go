@@ -266,7 +266,10 @@ func (s *Store) Update(ctx context.Context, p int, fn func(r Reader, b *Batch) e
 	defer pt.mu.Unlock()
 	for {
 		var b Batch
-		if err := fn(s, &b); err != nil {
+		r := &updateReader{s: s}
+		err := fn(r, &b)
+		r.close()
+		if err != nil {
 			return err
 		}
 		if b.Len() == 0 {

@@ -464,3 +464,61 @@ func TestOnApplyMirrorsEveryStore(t *testing.T) {
 		t.Errorf("a was told of %s, want %s", got, want)
 	}
 }
+
+// TestUpdateReads: inside an Update, Get and Scan answer as the store's
+// own Get and Scan do, for keys in the last level (compacted), in the
+// memtable, absent, and prefixes of one another, in any order of calls.
+func TestUpdateReads(t *testing.T) {
+	s := open(t, t.TempDir(), &MemLog{})
+	write := func(kv ...string) {
+		var b Batch
+		for i := 0; i < len(kv); i += 2 {
+			b.Set([]byte(kv[i]), []byte(kv[i+1]))
+		}
+		if err := s.Write(t.Context(), 0, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("q/a", "1", "q/ab", "2", "q/b", "3", "r/a", "4")
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Compact(t.Context(), []byte{0}, []byte{0xff}, false); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Metrics(); m.Levels[6].TablesCount == 0 {
+		t.Fatalf("nothing compacted into L6:\n%s", m)
+	}
+	write("q/abc", "5", "q/b", "6", "s/a", "7")
+	gets := []string{"q/a", "q/ab", "q/abc", "q/abcd", "q/b", "q/", "q", "r/a", "r/b", "s/a", "z", ""}
+	scans := []string{"q/", "q/a", "r/", "s/", "t/", ""}
+	scan := func(r Reader, prefix string) (map[string]string, error) {
+		m := map[string]string{}
+		err := r.Scan([]byte(prefix), func(k, v []byte) bool { m[string(k)] = string(v); return true })
+		return m, err
+	}
+	err := s.Update(t.Context(), 0, func(r Reader, _ *Batch) error {
+		// Gets and scans interleaved, each against the store's own.
+		for i := range max(len(gets), len(scans)) {
+			if i < len(gets) {
+				k := []byte(gets[i])
+				v, ok, err := r.Get(k)
+				wv, wok, werr := s.Get(k)
+				if err != nil || werr != nil || ok != wok || string(v) != string(wv) {
+					t.Errorf("Get(%q) = %q, %v, %v; the store's: %q, %v, %v", k, v, ok, err, wv, wok, werr)
+				}
+			}
+			if i < len(scans) {
+				got, err := scan(r, scans[i])
+				want, werr := scan(s, scans[i])
+				if err != nil || werr != nil || !maps.Equal(got, want) {
+					t.Errorf("Scan(%q) = %q, %v; the store's: %q, %v", scans[i], got, err, want, werr)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
