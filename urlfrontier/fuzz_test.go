@@ -11,7 +11,8 @@ import (
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add(encodeEntry(&Entry{Meta: map[string][]string{"a": {"b", ""}, "c": nil}, Created: 1, Due: 2, Known: true}))
 	f.Add(encodeEntry(&Entry{Completed: true}))
-	f.Add([]byte(`{"v":2,"crawl":"c","key":"k","delay":1000,"has_delay":true,"blocked":5,"limit":3,"next":7,"queued":2,"fetched":1,"completed":1,"leases":{"0123":{"u":9,"d":1,"c":2}}}`))
+	f.Add(encodeQueue(&QueueState{Crawl: "c", Key: "k", Delay: 1000, HasDelay: true, Blocked: 5, Limit: 3, Next: 7,
+		Queued: 2, Fetched: 1, Completed: 1, Leases: map[string]Lease{leaseID("u"): {Until: 9, Due: 1, Created: 2}, leaseID("v"): {Until: 9}}}))
 	f.Add([]byte{2, 0, 0, 0, 1, 1, 'a', 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var e Entry

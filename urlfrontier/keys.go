@@ -3,7 +3,6 @@ package urlfrontier
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"hash/fnv"
 )
 
@@ -152,10 +151,10 @@ func parseKey(k []byte) (p parsedKey, hasQueue, ok bool) {
 	return p, ok, ok
 }
 
-// leaseID is the name of u's lease in its queue's state: a hash, so a
-// queue's state does not hold whole URLs.
+// leaseID is the name of u's lease in its queue's state: a hash (8
+// bytes), so a queue's state does not hold whole URLs.
 func leaseID(u string) string {
 	h := fnv.New64a()
 	h.Write([]byte(u))
-	return hex.EncodeToString(h.Sum(nil))
+	return string(h.Sum(nil))
 }
