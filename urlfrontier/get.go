@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+	"github.com/sievecrawl/sieve/urlstore"
 )
 
 // GetURLs hands out ready URLs and streams them: up to max_urls_per_queue
@@ -69,30 +70,36 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	// spent: a hint, from the local index, of what the updates will take.
 	maxQueues, budget := int(req.GetMaxQueues()), s.o.MaxHandOut
 	chosen := turns[:0]
-	for _, t := range turns {
-		if (maxQueues > 0 && len(chosen) == maxQueues) || budget == 0 {
-			break
-		}
-		items, next, err := ready(s.q.st, t.v.crawl, t.v.key, &t.v.state, now, min(t.n, budget))
-		if err != nil {
-			return errStatus(err)
-		}
-		if len(items) == 0 {
-			if next == 0 {
-				next = now + time.Hour.Milliseconds() // none queued: until its state changes
+	err := s.q.st.Read(func(r urlstore.Reader) error {
+		for _, t := range turns {
+			if (maxQueues > 0 && len(chosen) == maxQueues) || budget == 0 {
+				break
 			}
-			s.q.setIdle(t.v, next)
-			continue
+			items, next, err := ready(r, t.v.crawl, t.v.key, &t.v.state, now, min(t.n, budget))
+			if err != nil {
+				return err
+			}
+			if len(items) == 0 {
+				if next == 0 {
+					next = now + time.Hour.Milliseconds() // none queued: until its state changes
+				}
+				s.q.setIdle(t.v, next)
+				continue
+			}
+			t.n = len(items)
+			chosen = append(chosen, t)
+			budget -= t.n
 		}
-		t.n = len(items)
-		chosen = append(chosen, t)
-		budget -= t.n
+		return nil
+	})
+	if err != nil {
+		return errStatus(err)
 	}
 	parts, groups, sizes := byPartition(chosen, func(t turn) int { return partOf(t.v.crawl, t.v.key) },
 		func(t turn) int { return 256 + 40*(len(t.v.state.Leases)+t.n) })
 	handed := make([][]readyItem, len(parts))
 	until := now + lease.Milliseconds()
-	err := parallel(len(parts), func(i int) error {
+	err = parallel(len(parts), func(i int) error {
 		var got []readyItem
 		err := s.q.update(ctx, parts[i], sizes[i], func(u *updateTx) error {
 			got = got[:0]

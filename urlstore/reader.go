@@ -80,3 +80,13 @@ func (r *updateReader) close() {
 	}
 	r.get, r.scan = nil, nil
 }
+
+// Read runs fn with a reader of the whole store whose reads share two
+// iterators (as an Update's do), for many reads in a row: a hand-out
+// reading the ready URLs of hundreds of queues. fn sees the database as
+// it was at its first read, and must not keep the reader.
+func (s *Store) Read(fn func(r Reader) error) error {
+	r := &updateReader{s: s}
+	defer r.close()
+	return fn(r)
+}
