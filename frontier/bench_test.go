@@ -153,9 +153,14 @@ func filterRate(tb testing.TB, f frontier.Filter, n *normalize.Normalizer, strea
 }
 
 func openBenchFilter(tb testing.TB, srv *redistest.Server, name string) *dedup.RedisBloom {
+	return openBenchFilterOf(tb, srv, name, 10_000_000)
+}
+
+// openBenchFilterOf is openBenchFilter with a first layer of capacity URLs.
+func openBenchFilterOf(tb testing.TB, srv *redistest.Server, name string, capacity int64) *dedup.RedisBloom {
 	tb.Helper()
 	f, err := dedup.OpenRedisBloom(context.Background(), srv.Client(), name, dedup.RedisBloomOptions{
-		InitialCapacity: 10_000_000, TargetFPP: 1e-6, Policy: normalize.PolicyVersion,
+		InitialCapacity: capacity, TargetFPP: 1e-6, Policy: normalize.PolicyVersion,
 	})
 	if err != nil {
 		tb.Fatal(err)

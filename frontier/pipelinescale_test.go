@@ -31,7 +31,9 @@ import (
 // grow (issue 26: at 20 M, at least 0.9 × its rate at 1 M). For each size N,
 // on a fresh embedded NATS server and a fresh redis-server, dedup workers
 // with the deployed defaults admit through the crawl's RedisBloom (the
-// pipeline benchmark's filter: 10 M URLs first, 1e-6). A crawler publishes
+// pipeline benchmark's filter: 1e-6, its first layer of
+// -sieve.pipelinescale.capacity URLs, 10 M by default; it grows a layer
+// each time one fills, and every layer is checked for each URL). A crawler publishes
 // pages of pscaleLinks links each to the discovered stream, with at most
 // pscaleBacklog pages waiting; the fill's links are all new, and its workers
 // (-sieve.pipelinescale.fillworkers, default 1) admit them until N URLs
@@ -58,6 +60,7 @@ var (
 	pipelineScale            = flag.Bool("sieve.pipelinescale", false, "run the pipeline scale table (TestPipelineScale)")
 	pipelineScaleSizes       = flag.String("sieve.pipelinescale.sizes", "1000000", "comma-separated numbers of URLs admitted before the measure, one row each (k and M accepted)")
 	pipelineScaleFillWorkers = flag.Int("sieve.pipelinescale.fillworkers", 1, "dedup workers that admit the fill")
+	pipelineScaleCapacity    = flag.Int64("sieve.pipelinescale.capacity", 10_000_000, "URLs of the RedisBloom's first layer (a filter grows a layer each time it fills)")
 )
 
 const (
@@ -224,10 +227,10 @@ func TestPipelineScale(t *testing.T) {
 	if len(rows) == 0 {
 		return
 	}
-	t.Logf("the dedup pipeline at growing sizes: RedisBloom (10 M first, 1e-6) in redis-server, embedded NATS, filled by %d worker(s); "+
+	t.Logf("the dedup pipeline at growing sizes: RedisBloom (%d first, 1e-6) in redis-server, embedded NATS, filled by %d worker(s); "+
 		"rounds of %d new URLs + 1 repeat (of a URL admitted before) per %d links, by 1 worker with the deployed defaults started for them; "+
 		"frontier duplicate window %v (default %v: its IDs in RAM); URLs: the size filled to, before %d rounds; ratios: to the first row, the same-run baseline\n%s",
-		*pipelineScaleFillWorkers, pscaleChunk, pscaleRepeatEvery, pscaleWindow, frontier.DefaultDuplicateWindow, pscaleRounds, pscaleTable(rows))
+		*pipelineScaleCapacity, *pipelineScaleFillWorkers, pscaleChunk, pscaleRepeatEvery, pscaleWindow, frontier.DefaultDuplicateWindow, pscaleRounds, pscaleTable(rows))
 	if len(rows) > 1 {
 		last := rows[len(rows)-1]
 		t.Logf("issue 26 goal: admitted URLs/s at %d ≥ 0.9 × at %d: %.2f×", last.n, rows[0].n, last.rate/rows[0].rate)
@@ -251,7 +254,7 @@ func measurePipelineScale(t *testing.T, n int) pscaleRow {
 	if err := p.topo.Ensure(t.Context(), js); err != nil {
 		t.Fatal(err)
 	}
-	f := openBenchFilter(t, rsrv, "bench:scale")
+	f := openBenchFilterOf(t, rsrv, "bench:scale", *pipelineScaleCapacity)
 	norm, err := normalize.New(normalize.Options{})
 	if err != nil {
 		t.Fatal(err)
