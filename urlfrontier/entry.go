@@ -230,9 +230,9 @@ const flagHasDelay = 1
 
 // encodeQueue is a queue's state: binary, as it is written with every
 // change to the queue (each put, hand-out and acknowledgement of its URLs)
-// and decoded by every server that applies the change. A queue state in
-// JSON was most of what a put wrote (~190 of ~380 bytes a URL) and its
-// decoding a tenth of the CPU of applying it.
+// and decoded by every server that applies the change. In JSON, its
+// decoding took 4% of a fill's CPU, and a state with ten leases, named by
+// 16 hex digits with each field named, ~600 bytes.
 //
 //	version (1)  flags (1)  uvarint len, crawl  uvarint len, key
 //	uvarint delay, blocked, limit, next, queued, fetched, completed

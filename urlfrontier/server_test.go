@@ -579,7 +579,7 @@ func TestCountsAgree(t *testing.T) {
 		if i%2 == 0 {
 			refetch = uint64(e.clk.Now().Add(time.Hour).Unix())
 		} else {
-			want[strings.TrimPrefix(strings.Split(u, "/")[2], "")]--
+			want[strings.Split(u, "/")[2]]--
 		}
 		acks = append(acks, known("c", u, refetch))
 	}

@@ -7,10 +7,10 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// updateReader is the Reader of one run of an Update's fn: its reads go
-// through two iterators made at its first read and kept until fn returns,
-// one for Gets, one for Scans, instead of Pebble's setup of one read per
-// call.
+// updateReader is the Reader of Read, and so of each run of an Update's
+// fn and of Store.Scan: its reads go through two iterators made at its
+// first read and kept until fn returns, one for Gets, one for Scans,
+// instead of Pebble's setup of one read per call.
 //
 // Gets use the table filters of every level. Pebble's DB.Get skips the
 // last level's (L6) filters, assuming a key looked up is most likely

@@ -266,10 +266,7 @@ func (s *Store) Update(ctx context.Context, p int, fn func(r Reader, b *Batch) e
 	defer pt.mu.Unlock()
 	for {
 		var b Batch
-		r := &updateReader{s: s}
-		err := fn(r, &b)
-		r.close()
-		if err != nil {
+		if err := s.Read(func(r Reader) error { return fn(r, &b) }); err != nil {
 			return err
 		}
 		if b.Len() == 0 {
@@ -505,21 +502,7 @@ func (s *Store) get(k []byte) ([]byte, bool, error) {
 // order, until fn returns false. key and value are valid only during the
 // call.
 func (s *Store) Scan(prefix []byte, fn func(key, value []byte) bool) error {
-	lo := userKey(prefix)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
-	if err != nil {
-		return fmt.Errorf("urlstore: scan: %w", err)
-	}
-	for it.First(); it.Valid(); it.Next() {
-		if !fn(it.Key()[1:], it.Value()) {
-			break
-		}
-	}
-	if err := it.Error(); err != nil {
-		it.Close()
-		return fmt.Errorf("urlstore: scan: %w", err)
-	}
-	return it.Close()
+	return s.Read(func(r Reader) error { return r.Scan(prefix, fn) })
 }
 
 // Stats are a store's figures.
