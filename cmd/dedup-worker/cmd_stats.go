@@ -129,12 +129,19 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 			filterStats = f.Stats
 		}
 		rep = gather(ctx, stats.NewRedis(rdb, cfg.Frontier.Prefix).Snapshot, filterStats, nc, cfg.Frontier.Topology(), top)
+		if crawl == "" {
+			var cerr error
+			rep.Crawls, cerr = describeCrawls(ctx, cfg, rdb, nc, canon.Version(), rep.Shared)
+			if cerr != nil {
+				rep.fail("crawls", cerr)
+			}
+		}
 		switch {
 		case ferr != nil:
 			rep.fail("filter", ferr)
-		case f == nil:
-			rep.fail("filter", errors.New("no filter yet (no worker has run)"))
-		default:
+		case f == nil && len(rep.Crawls) == 0:
+			rep.fail("filter", errNoCrawl)
+		case f != nil:
 			rep.addWindow(ctx, f)
 		}
 		if nerr != nil {

@@ -32,6 +32,9 @@ type report struct {
 	Window *dedup.WindowStats `json:"window,omitempty"`
 	// Streams is the queues' state.
 	Streams *streams `json:"streams,omitempty"`
+	// Crawls are the filters of every crawl there is (stats without
+	// --crawl, from Redis): workers keep one filter per crawl.
+	Crawls []crawlFilter `json:"crawls,omitempty"`
 	// Crawl is the crawl whose filter the report shows (stats --crawl):
 	// the shared counts are every crawl's, its own are in Shared's
 	// Totals.Crawls.
@@ -144,25 +147,18 @@ func printReport(w io.Writer, r report, now time.Time) {
 		}
 	}
 	if f := r.Filter; f != nil {
-		fmt.Fprintf(tw, "\nFILTER\t%s\n", f.Kind)
-		fmt.Fprintf(tw, "  items\t%s\n", num(int64(f.Items)))
-		fmt.Fprintf(tw, "  false-positive rate\t%.3g now\t%.3g bound\n", f.EstimatedFPP, f.TargetFPP)
-		fmt.Fprintf(tw, "  memory\t%s\t%.1f B/item\n", bytesText(f.MemoryBytes), f.BytesPerItem)
-		for i, l := range f.Layers {
-			fmt.Fprintf(tw, "  layer %d\t%s / %s items\tfill %.1f%%\tfpp %.3g now, %.3g full\n",
-				i, num(int64(l.Items)), num(int64(l.Capacity)), 100*l.Fill, l.EstimatedFPP, l.FPP)
-		}
-		if f.NextLayerCapacity > 0 {
-			fmt.Fprintf(tw, "  next layer\t%s items\n", num(int64(f.NextLayerCapacity)))
-		}
+		printFilter(tw, f, "")
 	}
-	if w := r.Window; w != nil {
-		fmt.Fprintf(tw, "\nREVISIT WINDOW\t%v, granularity %d\t(a URL is new again %v to %v after it was admitted)\n",
-			w.After, w.Granularity, w.After, w.After+w.Period)
-		fmt.Fprintf(tw, "  period\t%v per generation\t%d live\n", w.Period, len(w.Generations))
-		for _, g := range w.Generations {
-			fmt.Fprintf(tw, "  generation %d\tfrom %s\texpires %s\t%s items\t%s\n", g.Epoch, g.Start.Format(time.RFC3339),
-				g.Expires.Format(time.RFC3339), num(int64(g.Stats.Items)), bytesText(g.Stats.MemoryBytes))
+	printWindow(tw, r.Window)
+	for _, c := range r.Crawls {
+		switch {
+		case c.Error != "":
+			fmt.Fprintf(tw, "\nFILTER\tUNAVAILABLE\tcrawl %s: %s\n", c.Crawl, c.Error)
+		case c.Filter == nil:
+			fmt.Fprintf(tw, "\nFILTER\tnone yet\tcrawl %s (its workers make it with its first page)\n", c.Crawl)
+		default:
+			printFilter(tw, c.Filter, c.Crawl)
+			printWindow(tw, c.Window)
 		}
 	}
 	if s := r.Streams; s != nil {
@@ -190,6 +186,40 @@ func printReport(w io.Writer, r report, now time.Time) {
 		for _, k := range sortedKeys(r.Errors) {
 			fmt.Fprintf(tw, "  %s\t%s\n", k, r.Errors[k])
 		}
+	}
+}
+
+// printFilter writes a filter's health; crawl names the crawl it is of, if
+// the report shows several.
+func printFilter(tw io.Writer, f *dedup.Stats, crawl string) {
+	of := ""
+	if crawl != "" {
+		of = "\tcrawl " + crawl
+	}
+	fmt.Fprintf(tw, "\nFILTER\t%s%s\n", f.Kind, of)
+	fmt.Fprintf(tw, "  items\t%s\n", num(int64(f.Items)))
+	fmt.Fprintf(tw, "  false-positive rate\t%.3g now\t%.3g bound\n", f.EstimatedFPP, f.TargetFPP)
+	fmt.Fprintf(tw, "  memory\t%s\t%.1f B/item\n", bytesText(f.MemoryBytes), f.BytesPerItem)
+	for i, l := range f.Layers {
+		fmt.Fprintf(tw, "  layer %d\t%s / %s items\tfill %.1f%%\tfpp %.3g now, %.3g full\n",
+			i, num(int64(l.Items)), num(int64(l.Capacity)), 100*l.Fill, l.EstimatedFPP, l.FPP)
+	}
+	if f.NextLayerCapacity > 0 {
+		fmt.Fprintf(tw, "  next layer\t%s items\n", num(int64(f.NextLayerCapacity)))
+	}
+}
+
+// printWindow writes a revisit window's generations, if w is one.
+func printWindow(tw io.Writer, w *dedup.WindowStats) {
+	if w == nil {
+		return
+	}
+	fmt.Fprintf(tw, "\nREVISIT WINDOW\t%v, granularity %d\t(a URL is new again %v to %v after it was admitted)\n",
+		w.After, w.Granularity, w.After, w.After+w.Period)
+	fmt.Fprintf(tw, "  period\t%v per generation\t%d live\n", w.Period, len(w.Generations))
+	for _, g := range w.Generations {
+		fmt.Fprintf(tw, "  generation %d\tfrom %s\texpires %s\t%s items\t%s\n", g.Epoch, g.Start.Format(time.RFC3339),
+			g.Expires.Format(time.RFC3339), num(int64(g.Stats.Items)), bytesText(g.Stats.MemoryBytes))
 	}
 }
 
