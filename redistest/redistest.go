@@ -241,6 +241,33 @@ func (s *Server) StartAgain() {
 	s.tb.Fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
 }
 
+// StartAgainOn starts a stopped or killed server on port, or on a free
+// port (with a free cluster bus port) if port is 0, with its directory: its
+// data and a cluster node's nodes.conf, which still names the addresses
+// the node and its peers had. It is a container coming back on a
+// recreated network at another address. Addr is the new address.
+func (s *Server) StartAgainOn(port int) {
+	s.tb.Helper()
+	if s.cmd != nil {
+		s.tb.Fatal("redistest: StartAgainOn of a running server")
+	}
+	if port == 0 {
+		p, err := freePort(true)
+		if err != nil {
+			s.tb.Fatalf("redistest: %v", err)
+		}
+		port = p
+	}
+	for i := 0; i+1 < len(s.args); i++ {
+		if s.args[i] == "--port" {
+			s.args[i+1] = strconv.Itoa(port)
+		}
+	}
+	s.port = port
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s.StartAgain()
+}
+
 // Cluster is a Redis Cluster on loopback, owned by a test: masters, each
 // with its replicas.
 type Cluster struct {
@@ -259,6 +286,9 @@ type ClusterOptions struct {
 	// NodeTimeout is cluster-node-timeout: how long a master may be
 	// unreachable before its replica takes over (default 5 s).
 	NodeTimeout time.Duration
+	// AOF keeps every node's data in its append-only file (fsync always),
+	// so that a node stopped and started again keeps it.
+	AOF bool
 }
 
 // StartCluster starts masters redis-server processes with cluster mode on,
@@ -277,15 +307,10 @@ func StartClusterWith(tb testing.TB, o ClusterOptions) *Cluster {
 	if o.Masters < 3 {
 		tb.Fatalf("redistest: a cluster needs at least 3 masters, got %d", o.Masters)
 	}
-	if o.NodeTimeout <= 0 {
-		o.NodeTimeout = 5 * time.Second
-	}
-	bin := Binary(tb, "redis-server")
 	cli := Binary(tb, "redis-cli")
 	c := &Cluster{tb: tb}
-	for i := 0; i < o.Masters*(1+o.Replicas); i++ {
-		s := startClusterNode(tb, bin, o.NodeTimeout)
-		c.Servers = append(c.Servers, s)
+	c.Servers = StartClusterNodes(tb, o.Masters*(1+o.Replicas), o)
+	for _, s := range c.Servers {
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
@@ -301,7 +326,24 @@ func StartClusterWith(tb testing.TB, o ClusterOptions) *Cluster {
 	return c
 }
 
-func startClusterNode(tb testing.TB, bin string, nodeTimeout time.Duration) *Server {
+// StartClusterNodes starts n redis-server processes with cluster mode on,
+// each in its own directory with its nodes.conf, and joins none of them:
+// for a test of what forms a cluster. Of o, only NodeTimeout (default 5 s)
+// and AOF apply.
+func StartClusterNodes(tb testing.TB, n int, o ClusterOptions) []*Server {
+	tb.Helper()
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = 5 * time.Second
+	}
+	bin := Binary(tb, "redis-server")
+	out := make([]*Server, n)
+	for i := range out {
+		out[i] = startClusterNode(tb, bin, o.NodeTimeout, Options{AOF: o.AOF})
+	}
+	return out
+}
+
+func startClusterNode(tb testing.TB, bin string, nodeTimeout time.Duration, opts Options) *Server {
 	tb.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -311,7 +353,7 @@ func startClusterNode(tb testing.TB, bin string, nodeTimeout time.Duration) *Ser
 		}
 		dir := tb.TempDir()
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, tb: tb, port: port}
-		s.args = append(serverArgs(port, dir, Options{}),
+		s.args = append(serverArgs(port, dir, opts),
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
