@@ -118,16 +118,9 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 		return nil, &FieldError{Field: "redis.url", Err: err}
 	}
 	first := addrs[0]
-	password := first.password
-	if r.Password != "" {
-		password = r.Password
-	}
-	var tlsCfg *tls.Config
-	if first.tls {
-		host, _, _ := net.SplitHostPort(first.addr)
-		if tlsCfg, err = r.tlsConfig(host); err != nil {
-			return nil, err
-		}
+	password, tlsCfg, err := r.credentials(first)
+	if err != nil {
+		return nil, err
 	}
 	if r.IsCluster() {
 		list := make([]string, len(addrs))
@@ -167,6 +160,44 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 		c.AddHook(deadlineHook(r.Timeout))
 	}
 	return c, nil
+}
+
+// NodeOptions returns the client options of each address of the URL, in
+// order: one redis.Options per node of a Redis Cluster, each with the
+// URL's user, password (or Password) and TLS, for a command that talks to
+// the nodes one by one (forming the cluster: package rediscluster) rather
+// than through a cluster client. It connects to nothing.
+func (r Redis) NodeOptions() ([]*redis.Options, error) {
+	addrs, err := r.addrs()
+	if err != nil {
+		return nil, &FieldError{Field: "redis.url", Err: err}
+	}
+	out := make([]*redis.Options, len(addrs))
+	for i, a := range addrs {
+		password, tlsCfg, err := r.credentials(a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &redis.Options{Addr: a.addr, Username: a.user, Password: password, DB: a.db, TLSConfig: tlsCfg,
+			ReadTimeout: r.Timeout, WriteTimeout: r.Timeout}
+	}
+	return out, nil
+}
+
+// credentials returns the password (Password over the address's own) and
+// the TLS settings (nil without TLS; verifying the address's host) of one
+// address of the URL.
+func (r Redis) credentials(a redisAddr) (string, *tls.Config, error) {
+	password := a.password
+	if r.Password != "" {
+		password = r.Password
+	}
+	if !a.tls {
+		return password, nil, nil
+	}
+	host, _, _ := net.SplitHostPort(a.addr)
+	cfg, err := r.tlsConfig(host)
+	return password, cfg, err
 }
 
 // quietRedisLog routes go-redis's own log lines ("failed to dial after 5

@@ -199,3 +199,29 @@ func TestRedisPing(t *testing.T) {
 		t.Errorf("Ping to a real server: %v", err)
 	}
 }
+
+// TestRedisNodeOptions: each address of redis.url gets its own client
+// options, with the URL's credentials or redis.password over them (the
+// nodes redis-cluster-init talks to one by one).
+func TestRedisNodeOptions(t *testing.T) {
+	for _, tt := range []struct {
+		name, url, password string
+		want                []string // addr user:password tls
+	}{
+		{"one server", "redis://u:p@h:1/2", "", []string{"h:1 u:p false"}},
+		{"cluster list", "redis-1:6379, redis-2:6379,redis-3:6379", "", []string{"redis-1:6379 : false", "redis-2:6379 : false", "redis-3:6379 : false"}},
+		{"password over the URLs'", "rediss://a:x@h1:1,rediss://a:y@h2:2", "z", []string{"h1:1 a:z true", "h2:2 a:z true"}},
+	} {
+		opts, err := config.Redis{URL: tt.url, Password: tt.password}.NodeOptions()
+		var got []string
+		for _, o := range opts {
+			got = append(got, fmt.Sprintf("%s %s:%s %v", o.Addr, o.Username, o.Password, o.TLSConfig != nil))
+		}
+		if err != nil || strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("%s: NodeOptions(%q) = %q, %v; want %q", tt.name, tt.url, got, err, tt.want)
+		}
+	}
+	if _, err := (config.Redis{URL: "nohost"}).NodeOptions(); err == nil || !strings.Contains(err.Error(), "redis.url") {
+		t.Errorf("NodeOptions of a bad URL = %v, want an error naming redis.url", err)
+	}
+}
