@@ -12,8 +12,8 @@ import (
 	"github.com/sievecrawl/sieve/redistest"
 )
 
-// TestRedisClusterInitComesBack runs "dedup-worker redis-cluster-init
-// --replicas 1", as compose.yaml's redis-cluster-init service does, on six
+// TestRedisClusterInitComesBack runs compose.yaml's redis-cluster-init
+// command ("dedup-worker redis-cluster-init --replicas 1") on six
 // real redis-server processes in cluster mode, through what `docker
 // compose up`, `down` and `up` again do to them (issue 30): empty nodes
 // form a cluster of 3 masters with a replica each; a second run changes
@@ -23,6 +23,10 @@ import (
 // (a network whose addresses were dealt out again) are met where they are
 // now, and the cluster comes back with its node IDs and its keys.
 func TestRedisClusterInitComesBack(t *testing.T) {
+	init := readClusterCompose(t).Services["redis-cluster-init"]
+	if len(init.Entrypoint) != 1 || init.Entrypoint[0] != "dedup-worker" || len(init.Command) == 0 {
+		t.Fatalf("compose.yaml's redis-cluster-init runs %q %q, not a dedup-worker command", init.Entrypoint, init.Command)
+	}
 	nodes := redistest.StartClusterNodes(t, 6, redistest.ClusterOptions{AOF: true, NodeTimeout: 2 * time.Second})
 	ctx := context.Background()
 	addrs := func() []string {
@@ -93,7 +97,7 @@ func TestRedisClusterInitComesBack(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.before(t)
 			vars := map[string]string{"SIEVE_REDIS_URL": strings.Join(addrs(), ",")}
-			code, out, errOut := runCLI(t, "", vars, "redis-cluster-init", "--replicas", "1", "--wait", "90s")
+			code, out, errOut := runCLI(t, "", vars, init.Command...)
 			if code != exitOK || !strings.HasPrefix(out, tt.out) {
 				t.Fatalf("redis-cluster-init: exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errOut, tt.out)
 			}

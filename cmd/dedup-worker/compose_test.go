@@ -18,7 +18,9 @@ import (
 // checks.
 type clusterCompose struct {
 	Services map[string]struct {
+		Build       any               `yaml:"build"`
 		Profiles    []string          `yaml:"profiles"`
+		Entrypoint  []string          `yaml:"entrypoint"`
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		Volumes     []string          `yaml:"volumes"`
@@ -34,14 +36,7 @@ type clusterCompose struct {
 // each, and workers whose environment loads and validates with replicas 3,
 // routes and wait_replicas on, over every node.
 func TestComposeClusterProfile(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "compose.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c clusterCompose
-	if err := yaml.Unmarshal(data, &c); err != nil {
-		t.Fatalf("compose.yaml: %v", err)
-	}
+	c := readClusterCompose(t)
 	nats := []string{"nats-1", "nats-2", "nats-3"}
 	redisNodes := []string{"redis-1", "redis-2", "redis-3", "redis-4", "redis-5", "redis-6"}
 	for _, name := range slices.Concat(nats, redisNodes, []string{"redis-cluster-init", "cluster-dedup-worker", "cluster-crawler"}) {
@@ -78,8 +73,12 @@ func TestComposeClusterProfile(t *testing.T) {
 			t.Errorf("%s command %q: want cluster mode and the AOF", name, cmd)
 		}
 	}
-	if cmd := strings.Join(c.Services["redis-cluster-init"].Command, " "); !strings.Contains(cmd, "--cluster-replicas 1") {
-		t.Errorf("redis-cluster-init command %q: want a replica per master", cmd)
+	// redis-cluster-init is this program's redis-cluster-init (tested
+	// through down and up by TestRedisClusterInitComesBack, which runs the
+	// command written here), on every Redis node the workers use.
+	init := c.Services["redis-cluster-init"]
+	if cmd := strings.Join(slices.Concat(init.Entrypoint, init.Command), " "); init.Build == nil || cmd != "dedup-worker redis-cluster-init --replicas 1" {
+		t.Errorf("redis-cluster-init runs %q (built here: %v); want the image's dedup-worker redis-cluster-init --replicas 1", cmd, init.Build != nil)
 	}
 
 	w := c.Services["cluster-dedup-worker"]
@@ -113,7 +112,24 @@ func TestComposeClusterProfile(t *testing.T) {
 			t.Errorf("cluster-crawler %s = %q, cluster-dedup-worker's %q", k, cr.Environment[k], w.Environment[k])
 		}
 	}
+	if init.Environment["SIEVE_REDIS_URL"] != w.Environment["SIEVE_REDIS_URL"] {
+		t.Errorf("redis-cluster-init forms %q, the workers use %q", init.Environment["SIEVE_REDIS_URL"], w.Environment["SIEVE_REDIS_URL"])
+	}
 	if w.DependsOn["redis-cluster-init"].Condition != "service_completed_successfully" {
 		t.Errorf("cluster-dedup-worker must wait for the Redis Cluster to be created: %+v", w.DependsOn)
 	}
+}
+
+// readClusterCompose reads compose.yaml as written (anchors merged).
+func readClusterCompose(tb testing.TB) clusterCompose {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "compose.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var c clusterCompose
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		tb.Fatalf("compose.yaml: %v", err)
+	}
+	return c
 }
