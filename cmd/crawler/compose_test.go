@@ -198,9 +198,8 @@ func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
 // must accept the file without a warning and resolve exactly the services
 // that run without a profile or in P.
 func TestComposeConfigAccepted(t *testing.T) {
-	bin := toolstest.Find(t, "docker-compose", "bin/docker-compose")
 	raw := readCompose(t)
-	for _, profile := range []string{"", "monitoring", "cluster"} {
+	for _, profile := range composeProfiles {
 		t.Run("profile="+profile, func(t *testing.T) {
 			var want []string
 			for name, s := range raw.Services {
@@ -208,28 +207,86 @@ func TestComposeConfigAccepted(t *testing.T) {
 					want = append(want, name)
 				}
 			}
-			args := []string{"--project-directory", repoRoot, "-f", filepath.Join(repoRoot, "compose.yaml")}
-			if profile != "" {
-				args = append(args, "--profile", profile)
-			}
-			cmd := exec.Command(bin, append(args, "config", "--format", "json")...)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil || stderr.Len() > 0 {
-				t.Fatalf("docker compose config: %v\n%s", err, stderr.String())
-			}
-			var resolved struct {
-				Services map[string]json.RawMessage `json:"services"`
-			}
-			if err := json.Unmarshal(out, &resolved); err != nil {
-				t.Fatalf("docker compose config output: %v", err)
-			}
-			got := slices.Sorted(maps.Keys(resolved.Services))
+			got := slices.Sorted(maps.Keys(composeConfig(t, profile)))
 			slices.Sort(want)
 			if !slices.Equal(got, want) {
 				t.Errorf("docker compose resolves services %q, want %q", got, want)
 			}
 		})
 	}
+}
+
+// composeProfiles are compose.yaml's profiles: none, and each named one.
+var composeProfiles = []string{"", "monitoring", "cluster"}
+
+// resolvedService is a service as `docker compose config --format json`
+// resolves it: anchors merged, defaults filled in.
+type resolvedService struct {
+	Build       any                `json:"build"`
+	Entrypoint  []string           `json:"entrypoint"`
+	Command     []string           `json:"command"`
+	Environment map[string]*string `json:"environment"`
+	Profiles    []string           `json:"profiles"`
+	Restart     string             `json:"restart"`
+	Healthcheck *struct {
+		Test []string `json:"test"`
+	} `json:"healthcheck"`
+}
+
+// env returns the service's environment with the variables set.
+func (s resolvedService) env() map[string]string {
+	out := map[string]string{}
+	for k, v := range s.Environment {
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	return out
+}
+
+// composeConfig has Docker Compose itself (built by test.sh from the Go
+// module proxy; no Docker engine needed) load compose.yaml with profile
+// (none if empty), as `docker compose --profile P config` does, and
+// returns the services it resolves. It must accept the file without a
+// warning.
+func composeConfig(t testing.TB, profile string) map[string]resolvedService {
+	t.Helper()
+	bin := toolstest.Find(t, "docker-compose", "bin/docker-compose")
+	args := []string{"--project-directory", repoRoot, "-f", filepath.Join(repoRoot, "compose.yaml")}
+	if profile != "" {
+		args = append(args, "--profile", profile)
+	}
+	cmd := exec.Command(bin, append(args, "config", "--format", "json")...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || stderr.Len() > 0 {
+		t.Fatalf("docker compose config: %v\n%s", err, stderr.String())
+	}
+	var resolved struct {
+		Services map[string]resolvedService `json:"services"`
+	}
+	if err := json.Unmarshal(out, &resolved); err != nil {
+		t.Fatalf("docker compose config output: %v", err)
+	}
+	return resolved.Services
+}
+
+// allServices resolves compose.yaml under every profile: each service once.
+func allServices(t testing.TB) map[string]resolvedService {
+	t.Helper()
+	all := map[string]resolvedService{}
+	for _, profile := range composeProfiles {
+		maps.Copy(all, composeConfig(t, profile))
+	}
+	return all
+}
+
+// sieveProgram names the Sieve program a service runs and its command
+// ("crawler", "run"), or "" for a service of another image.
+func sieveProgram(s resolvedService) (program, command string) {
+	if s.Build == nil || len(s.Entrypoint) != 1 || len(s.Command) == 0 {
+		return "", ""
+	}
+	return s.Entrypoint[0], s.Command[0]
 }

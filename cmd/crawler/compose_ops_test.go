@@ -1,0 +1,92 @@
+package main
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/pipeline"
+)
+
+// The tests in this file check compose.yaml as operators use it (issue
+// 30), with Docker Compose's own loader resolving anchors and profiles.
+
+// TestComposeCrawlsSizedAlike: every service that can create a crawl, in
+// every profile, would create it with the same filter (kind, expected URLs,
+// false-positive bound), and those settings are the one shared block
+// x-crawl-create. A crawler creates the crawl its run crawls, and `docker
+// compose run crawler seed` any crawl, with its filter section as the
+// defaults (crawlSettings); a dedup worker meeting a crawl without a record
+// sizes its filter from its own section (pipeline.CrawlFilter). The issue:
+// the workers said cap=10000000, the crawler service had no filter
+// settings, and a seed created crawl default for 100,000 URLs.
+func TestComposeCrawlsSizedAlike(t *testing.T) {
+	var block struct {
+		Create map[string]string `yaml:"x-crawl-create"`
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &block); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	for _, k := range []string{"SIEVE_FILTER_KIND", "SIEVE_FILTER_CAPACITY", "SIEVE_FILTER_FPP"} {
+		if block.Create[k] == "" {
+			t.Errorf("x-crawl-create lacks %s", k)
+		}
+	}
+	creators := map[string]frontier.CrawlSettings{} // by service
+	programs := map[string]int{}
+	for name, s := range allServices(t) {
+		program, command := sieveProgram(s)
+		if command != "run" {
+			continue
+		}
+		env := s.env()
+		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		switch program {
+		case "crawler":
+			cs := defaultSettings()
+			_, l := envNames(t, &cs)
+			if err := l.Load(lookup); err != nil {
+				t.Fatalf("%s environment: %v", name, err)
+			}
+			given, def := cs.crawlSettings()
+			st := given.Or(def)
+			creators[name] = frontier.CrawlSettings{Kind: st.Kind, ExpectURLs: st.ExpectURLs, FPP: st.FPP}
+		case "dedup-worker":
+			cfg := config.Default()
+			_, l := envNames(t, &cfg)
+			if err := l.Load(lookup); err != nil {
+				t.Fatalf("%s environment: %v", name, err)
+			}
+			f := pipeline.CrawlFilter(cfg.Filter, "default", frontier.CrawlSettings{})
+			creators[name] = frontier.CrawlSettings{Kind: f.Kind, ExpectURLs: f.Capacity, FPP: f.FPP}
+		default:
+			continue
+		}
+		programs[program]++
+		for k, v := range block.Create {
+			if env[k] != v {
+				t.Errorf("service %s: %s = %q, x-crawl-create's %q", name, k, env[k], v)
+			}
+		}
+	}
+	// The default and the cluster profile each have both.
+	if programs["crawler"] < 2 || programs["dedup-worker"] < 2 {
+		t.Fatalf("services that create crawls: %v; want the crawlers and workers of both profiles", creators)
+	}
+	names := slices.Sorted(maps.Keys(creators))
+	for _, n := range names[1:] {
+		if creators[n] != creators[names[0]] {
+			t.Errorf("service %s creates crawls with %+v, %s with %+v", n, creators[n], names[0], creators[names[0]])
+		}
+	}
+}
