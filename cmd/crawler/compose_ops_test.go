@@ -4,7 +4,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -88,5 +90,45 @@ func TestComposeCrawlsSizedAlike(t *testing.T) {
 		if creators[n] != creators[names[0]] {
 			t.Errorf("service %s creates crawls with %+v, %s with %+v", n, creators[n], names[0], creators[names[0]])
 		}
+	}
+}
+
+// composeCommand is a `docker compose` command line: its global options
+// (which may take a value), then the subcommand.
+var composeCommand = regexp.MustCompile(`docker compose((?:\s+(?:--profile|-f|--file|-p|--project-name|--project-directory|--env-file)\s+\S+|\s+-\S+)*)\s+(\w[\w-]*)(.*)`)
+
+// TestComposeRunLeavesScaleAlone: every documented `docker compose run`
+// (README, docs, compose.yaml, scripts) takes --no-deps. Without it Compose
+// brings the service's dependencies to the state compose.yaml describes:
+// `run --rm crawler seed` (and cluster-crawler's) scaled the dedup workers
+// back to 1, as their crawler service depends on them (issue 30).
+func TestComposeRunLeavesScaleAlone(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts, _ := filepath.Glob(filepath.Join(repoRoot, "*.sh"))
+	files = append(append(files, scripts...), filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "ARCHITECTURE.md"),
+		filepath.Join(repoRoot, "compose.yaml"), filepath.Join(repoRoot, "Dockerfile"))
+	runs := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range composeCommand.FindAllStringSubmatch(line, -1) {
+				if m[2] != "run" {
+					continue
+				}
+				runs++
+				if !slices.Contains(strings.Fields(m[3]), "--no-deps") {
+					t.Errorf("%s:%d: %q: want --no-deps, which leaves the running services as scaled", filepath.Base(f), i+1, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	if runs == 0 {
+		t.Fatal("no `docker compose run` found in the docs: the test checks nothing")
 	}
 }
