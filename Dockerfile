@@ -7,9 +7,12 @@ FROM golang:1.26-alpine AS build
 WORKDIR /src
 ENV CGO_ENABLED=0 GOFLAGS=-trimpath
 COPY go.mod go.sum ./
-RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
+# The golang image keeps modules in /go/pkg/mod (GOPATH /go) and, as root,
+# its build cache in /root/.cache/go-build: the cache mounts must be there
+# for builds to reuse them.
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
-RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     go build -ldflags="-s -w" -o /out/crawler ./cmd/crawler && \
     go build -ldflags="-s -w" -o /out/dedup-worker ./cmd/dedup-worker
 

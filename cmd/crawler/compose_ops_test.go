@@ -2,10 +2,12 @@ package main
 
 import (
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,5 +132,91 @@ func TestComposeRunLeavesScaleAlone(t *testing.T) {
 	}
 	if runs == 0 {
 		t.Fatal("no `docker compose run` found in the docs: the test checks nothing")
+	}
+}
+
+// TestComposeHealthAndMonitoring: every long-running service of every
+// profile has a health check, a Sieve service's asking /readyz on its
+// SIEVE_HTTP_ADDR port (crawlers serve it too); Prometheus scrapes every
+// Sieve service of every profile on that port (the cluster profile's
+// too); the Dockerfile's module cache mount is where the golang image
+// keeps modules (GOPATH /go), so that builds reuse it.
+func TestComposeHealthAndMonitoring(t *testing.T) {
+	var prom struct {
+		ScrapeConfigs []struct {
+			DNS []struct {
+				Names []string `yaml:"names"`
+				Port  int      `yaml:"port"`
+			} `yaml:"dns_sd_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot, "monitoring", "prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &prom); err != nil {
+		t.Fatalf("prometheus.yml: %v", err)
+	}
+	scraped := map[string]int{} // service → port
+	for _, sc := range prom.ScrapeConfigs {
+		for _, d := range sc.DNS {
+			for _, n := range d.Names {
+				scraped[n] = d.Port
+			}
+		}
+	}
+	sieve := 0
+	for name, s := range allServices(t) {
+		if s.Restart == "no" {
+			continue // a one-shot, as redis-cluster-init
+		}
+		if s.Healthcheck == nil || len(s.Healthcheck.Test) == 0 || s.Healthcheck.Test[0] == "NONE" {
+			t.Errorf("long-running service %s has no health check", name)
+			continue
+		}
+		program, command := sieveProgram(s)
+		if program == "" || command != "run" {
+			continue
+		}
+		sieve++
+		addr := s.env()["SIEVE_HTTP_ADDR"]
+		_, p, err := net.SplitHostPort(addr)
+		port, perr := strconv.Atoi(p)
+		if err != nil || perr != nil {
+			t.Errorf("service %s: SIEVE_HTTP_ADDR %q: %v", name, addr, err)
+			continue
+		}
+		if check := strings.Join(s.Healthcheck.Test, " "); !strings.Contains(check, ":"+strconv.Itoa(port)+"/readyz") {
+			t.Errorf("service %s health check %q does not ask /readyz on port %d", name, check, port)
+		}
+		if got, ok := scraped[name]; !ok || got != port {
+			t.Errorf("prometheus.yml scrapes %s on port %d (listed %v), want its /metrics port %d", name, got, ok, port)
+		}
+	}
+	if sieve < 4 {
+		t.Errorf("%d Sieve services found; want the workers and crawlers of both profiles", sieve)
+	}
+
+	dockerfile, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := regexp.MustCompile(`--mount=type=cache,target=(\S+)`)
+	goRuns := 0
+	for _, run := range strings.Split(strings.ReplaceAll(string(dockerfile), "\\\n", " "), "\n") {
+		if !strings.HasPrefix(run, "RUN ") || !strings.Contains(run, " go ") {
+			continue
+		}
+		goRuns++
+		var targets []string
+		for _, m := range target.FindAllStringSubmatch(run, -1) {
+			targets = append(targets, m[1])
+		}
+		if !slices.Contains(targets, "/go/pkg/mod") || slices.ContainsFunc(targets, func(t string) bool { return strings.HasPrefix(t, "/root/go") }) {
+			t.Errorf("Dockerfile %q caches %q: want the module cache at /go/pkg/mod (the golang image's GOMODCACHE)", run, targets)
+		}
+	}
+	if goRuns == 0 {
+		t.Error("Dockerfile runs no go command")
 	}
 }
