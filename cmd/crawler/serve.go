@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/memtrim"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/urlfrontier"
 	"github.com/sievecrawl/sieve/watch"
@@ -47,6 +48,13 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 		return err
 	}
 	defer p.close()
+	// A fill of millions of URLs grows the heap by hundreds of MB that
+	// the runtime would keep for long after; give them back once quiet.
+	tctx, stopTrim := context.WithCancel(ctx)
+	defer stopTrim()
+	go memtrim.Run(tctx, memtrim.Options{Trimmed: func(b uint64) {
+		logger.Debug("serve: returned free memory to the system", "MB", b>>20)
+	}})
 	if !s.Embedded {
 		if err := frontier.WaitServer(ctx, p.nc, logger); err != nil {
 			return err
