@@ -148,9 +148,10 @@ func (s *Server) purgeQueued(ctx context.Context, crawl, key string, match func(
 	}
 	var total atomic.Uint64
 	err := parallel(len(parts), func(i int) error {
-		prefix := crawlPrefix(kindURL, crawl, parts[i])
+		// Every queued URL has a ready key (a fresh one nothing else).
+		prefix := crawlPrefix(kindReady, crawl, parts[i])
 		if key != "" {
-			prefix = queuePrefix(kindURL, crawl, key)
+			prefix = queuePrefix(kindReady, crawl, key)
 		}
 		for {
 			var n uint64
@@ -159,12 +160,8 @@ func (s *Server) purgeQueued(ctx context.Context, crawl, key string, match func(
 				n = 0
 				var scanErr error
 				err := u.r.Scan(prefix, func(k, v []byte) bool {
-					pk, hasQueue, ok := parseKey(k)
-					if !ok || !hasQueue {
-						return true
-					}
-					e := &Entry{Crawl: crawl, Key: pk.queue, URL: string(pk.rest)}
-					if decodeEntry(v, e) != nil {
+					e, ok := scannedEntry(crawl, k, v)
+					if !ok {
 						return true
 					}
 					if now, err := u.entry(crawl, e.Key, e.URL); err != nil || now == nil {
@@ -175,7 +172,7 @@ func (s *Server) purgeQueued(ctx context.Context, crawl, key string, match func(
 					if e.Completed || !match(e) {
 						return true
 					}
-					q, err := u.queue(crawl, pk.queue)
+					q, err := u.queue(crawl, e.Key)
 					if err != nil {
 						scanErr = err
 						return false

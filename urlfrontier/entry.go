@@ -15,7 +15,8 @@ import (
 // URL's record; a reader refuses another.
 const formatVersion = 2
 
-// Entry is one URL of a queue, the value of its U key (entryKey): queued
+// Entry is one URL of a queue, the value of its U key (entryKey), or of
+// its R key alone while it waits for its first fetch (putEntry): queued
 // (waiting for its first fetch, or scheduled for a refetch at Due) or
 // completed (fetched, never handed out again; kept with its metadata).
 // Its crawl, queue and URL are in the key. A URL is ready when it is
@@ -33,17 +34,29 @@ type Entry struct {
 	Known bool
 	// Completed says a known update without a refetch date completed it.
 	Completed bool
+
+	// indexOnly says the record was read from the ready index alone: it
+	// has no U key (see putEntry).
+	indexOnly bool
 }
+
+// fresh reports whether e is a URL waiting for its first fetch, due at
+// once: such a record is stored in the ready index only (putEntry).
+func (e *Entry) fresh() bool { return !e.Known && !e.Completed && e.Due == 0 }
 
 // Flags of an encoded entry.
 const (
 	flagKnown     = 1
 	flagCompleted = 2
+	// flagIndexOnly marks a record stored under its R key alone (a fresh
+	// URL's); without it an R key's value is a copy of the U key's.
+	flagIndexOnly = 4
 )
 
 // encodeEntry is a URL's record: binary, as it is stored once per URL.
 //
-//	version (1)  flags (1)  uvarint created  uvarint due
+//	version (1)  flags (1: known, completed, index only)
+//	uvarint created  uvarint due
 //	uvarint metadata keys, then per key: uvarint len, key,
 //	  uvarint values, then per value: uvarint len, value
 //
@@ -56,6 +69,9 @@ func encodeEntry(e *Entry) []byte {
 	}
 	if e.Completed {
 		flags |= flagCompleted
+	}
+	if e.fresh() {
+		flags |= flagIndexOnly
 	}
 	b = append(b, formatVersion, flags)
 	b = binary.AppendUvarint(b, uint64(max(e.Created, 0)))
@@ -96,7 +112,7 @@ func decodeEntry(b []byte, e *Entry) error {
 	if len(b) < 2 || b[0] != formatVersion {
 		return fmt.Errorf("%w: entry version", errFormat)
 	}
-	e.Known, e.Completed = b[1]&flagKnown != 0, b[1]&flagCompleted != 0
+	e.Known, e.Completed, e.indexOnly = b[1]&flagKnown != 0, b[1]&flagCompleted != 0, b[1]&flagIndexOnly != 0
 	rest := b[2:]
 	num := func() (uint64, error) {
 		v, n := binary.Uvarint(rest)

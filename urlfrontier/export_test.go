@@ -2,6 +2,8 @@ package urlfrontier
 
 import (
 	"context"
+	"encoding/binary"
+	"strconv"
 	"time"
 
 	"github.com/sievecrawl/sieve/urlstore"
@@ -18,3 +20,49 @@ func ReportLoad(s *Server, ctx context.Context, d time.Duration) (stop func()) {
 
 // StoreStats are the figures of s's queues' store.
 func StoreStats(s *Server) urlstore.Stats { return s.q.st.Stats() }
+
+// KeysOf lists s's keys for url of crawl in queue key, as "U" and
+// "R@due", with "+index" for a value marked index-only.
+func KeysOf(s *Server, crawl, key, url string) []string {
+	var out []string
+	_ = s.q.st.Read(func(r urlstore.Reader) error {
+		for _, kind := range []byte{kindURL, kindReady} {
+			_ = r.Scan(queuePrefix(kind, crawl, key), func(k, v []byte) bool {
+				e, ok := scannedEntry(crawl, k, v)
+				if !ok || e.URL != url {
+					return true
+				}
+				name := string(kind)
+				if kind == kindReady {
+					name += "@" + strconv.FormatInt(int64(binary.BigEndian.Uint64(k[len(k)-len(url)-8:])), 10)
+				}
+				if e.indexOnly {
+					name += "+index"
+				}
+				out = append(out, name)
+				return true
+			})
+		}
+		return nil
+	})
+	return out
+}
+
+// PutLegacyFresh stores url, never fetched, as versions before index-only
+// records did: its record under its U key and a copy under its R key at
+// due 0, neither marked index-only.
+func PutLegacyFresh(ctx context.Context, s *Server, crawl, key, url string, created int64) error {
+	return s.q.update(ctx, partOf(crawl, key), smallUpdate, func(u *updateTx) error {
+		q, err := u.queue(crawl, key)
+		if err != nil {
+			return err
+		}
+		v := encodeEntry(&Entry{Crawl: crawl, Key: key, URL: url, Created: created})
+		v[1] &^= flagIndexOnly
+		u.b.Set(entryKey(crawl, key, url), v)
+		u.b.Set(readyKey(crawl, key, 0, url), v)
+		q.Queued++
+		u.set(q)
+		return nil
+	})
+}

@@ -22,10 +22,13 @@ const storeName = "queues"
 // keys sort by it:
 //
 //	Q crawl 0 part(2) queue               the queue's state (QueueState)
-//	U crawl 0 part(2) queue url           a URL's record (Entry)
+//	U crawl 0 part(2) queue url           a URL's record (Entry), once
+//	                                      fetched or scheduled
 //	R crawl 0 part(2) queue due(8) url    a queued URL, by due time: its
 //	                                      record again, so that a hand-out
-//	                                      reads the index alone
+//	                                      reads the index alone; for a URL
+//	                                      never fetched, its only key (the
+//	                                      value marked index-only)
 //	D crawl 0                             the crawl's default delay
 //
 // Every key of a queue is in the queue's partition, which is in each key

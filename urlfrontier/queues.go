@@ -312,9 +312,16 @@ func ready(r urlstore.Reader, crawl, key string, st *QueueState, now int64, n in
 	return out, next, err
 }
 
-// readEntry reads a URL's record from r.
+// readEntry reads a URL's record from r: its U key, or for a fresh URL
+// (putEntry) its R key at due 0.
 func readEntry(r urlstore.Reader, crawl, key, u string) (*Entry, error) {
 	v, ok, err := r.Get(entryKey(crawl, key, u))
+	if err == nil && !ok {
+		v, ok, err = r.Get(readyKey(crawl, key, 0, u))
+		if ok && (len(v) < 2 || v[1]&flagIndexOnly == 0) {
+			ok = false // a copy whose U key is gone: not a record
+		}
+	}
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -340,23 +347,53 @@ func readQueue(r urlstore.Reader, crawl, key string) (*QueueState, error) {
 }
 
 // entries calls fn with a crawl's URL records (one queue's for key != ""),
-// in key order (partition, queue, URL), until fn returns false.
+// until fn returns false: those under U keys in key order (partition,
+// queue, URL), then the fresh URLs' under R keys alone, in the same order.
 func (q *queues) entries(crawl, key string, fn func(e *Entry) bool) error {
-	prefix := crawlPrefix(kindURL, crawl, -1)
-	if key != "" {
-		prefix = queuePrefix(kindURL, crawl, key)
+	more := true
+	for _, kind := range []byte{kindURL, kindReady} {
+		prefix := crawlPrefix(kind, crawl, -1)
+		if key != "" {
+			prefix = queuePrefix(kind, crawl, key)
+		}
+		err := q.st.Scan(prefix, func(k, v []byte) bool {
+			e, ok := scannedEntry(crawl, k, v)
+			if !ok || (kind == kindReady && !e.indexOnly) {
+				return true
+			}
+			more = fn(e)
+			return more
+		})
+		if err != nil || !more {
+			return err
+		}
 	}
-	return q.st.Scan(prefix, func(k, v []byte) bool {
-		p, hasQueue, ok := parseKey(k)
-		if !ok || !hasQueue {
-			return true
+	return nil
+}
+
+// scannedEntry is the record of a U key, or of an R key (indexOnly says
+// whether it is the record or a copy); ok is false for anything else.
+func scannedEntry(crawl string, k, v []byte) (*Entry, bool) {
+	p, hasQueue, ok := parseKey(k)
+	if !ok || !hasQueue {
+		return nil, false
+	}
+	e := &Entry{Crawl: crawl, Key: p.queue}
+	switch p.kind {
+	case kindURL:
+		e.URL = string(p.rest)
+	case kindReady:
+		if len(p.rest) < 8 {
+			return nil, false
 		}
-		e := Entry{Crawl: crawl, Key: p.queue, URL: string(p.rest)}
-		if decodeEntry(v, &e) != nil {
-			return true
-		}
-		return fn(&e)
-	})
+		e.URL = string(p.rest[8:])
+	default:
+		return nil, false
+	}
+	if decodeEntry(v, e) != nil {
+		return nil, false
+	}
+	return e, true
 }
 
 // update is a read-modify-write of one partition (urlstore.Update) that
@@ -397,18 +434,31 @@ func (u *updateTx) leasedEntry(q *QueueState, url string) (*Entry, bool) {
 
 // putEntry writes a URL's record over old (nil: it had none), moving its
 // place in the ready index: a queued URL's record is also the value of its
-// ready key, at its due time.
+// ready key, at its due time. A fresh URL (never fetched, due at once: most
+// of a frontier) has its ready key alone, marked index-only, so that a put
+// writes one key, not two: readEntry finds it there. Its first known update
+// writes its U key.
+//
+// old must be the record as read (its indexOnly says where it lives), or
+// as a lease describes it (then e, a known update, is never fresh).
 func (u *updateTx) putEntry(old, e *Entry) {
 	k := entryKey(e.Crawl, e.Key, e.URL)
 	if u.entries == nil {
 		u.entries = map[string]*Entry{}
 	}
+	e.indexOnly = e.fresh()
 	u.entries[string(k)] = e
 	if old != nil && !old.Completed {
 		u.b.Delete(readyKey(old.Crawl, old.Key, old.Due, old.URL))
 	}
 	v := encodeEntry(e)
-	u.b.Set(k, v)
+	if e.indexOnly {
+		if old != nil && !old.indexOnly {
+			u.b.Delete(k)
+		}
+	} else {
+		u.b.Set(k, v)
+	}
 	if !e.Completed {
 		u.b.Set(readyKey(e.Crawl, e.Key, e.Due, e.URL), v)
 	}
@@ -436,7 +486,9 @@ func (u *updateTx) queue(crawl, key string) (*QueueState, error) {
 // deleteEntry removes a URL's record and its place in the ready index.
 func (u *updateTx) deleteEntry(e *Entry) {
 	k := entryKey(e.Crawl, e.Key, e.URL)
-	u.b.Delete(k)
+	if !e.indexOnly {
+		u.b.Delete(k)
+	}
 	if !e.Completed {
 		u.b.Delete(readyKey(e.Crawl, e.Key, e.Due, e.URL))
 	}
