@@ -76,7 +76,7 @@ func (c *Crawler) unchangedLinks(entry frontier.Entry, tr *warc.Tracker) ([]stri
 	if !ok || r.Type != "revisit" || r.RefFile == "" {
 		return nil, false
 	}
-	resp, err := c.opts.Archive.Writer().ReadResponse(r.RefFile, r.RefOffset)
+	resp, err := c.opts.Archive.ReadPayload(r)
 	if err != nil {
 		c.opts.Logger.Warn("links of an unchanged page: capture unreadable", "url", entry.URL, "err", err)
 		return nil, false

@@ -78,6 +78,11 @@ type exchange struct {
 	req, resp *spool
 	truncated bool
 	err       error // a spool that could not be written
+
+	// lastPath is where the record of the last capture's payload is;
+	// refetch why it could not be read, when it could not.
+	lastPath string
+	refetch  *UnreadableError
 }
 
 func (ex *exchange) request(p []byte) {
@@ -119,6 +124,7 @@ func (ex *exchange) release() {
 type Recorder struct {
 	w    *Writer
 	opts RecorderOptions
+	loc  *locator
 }
 
 // RecorderOptions configures a Recorder.
@@ -135,6 +141,11 @@ type RecorderOptions struct {
 	// Captures, if set, keeps each crawl's last capture of every URL, for
 	// revisit records and conditional requests.
 	Captures Captures
+	// Directories, if set, names the directories besides the Writer's
+	// where a crawl's earlier captures may be (an archive is a set of
+	// directories: one per run, say). Without it only the Writer's
+	// directory is searched.
+	Directories Directories
 }
 
 // NewRecorder returns a Recorder writing to w.
@@ -145,7 +156,7 @@ func NewRecorder(w *Writer, opts RecorderOptions) *Recorder {
 	if opts.SpoolMemory <= 0 {
 		opts.SpoolMemory = 1 << 20
 	}
-	return &Recorder{w: w, opts: opts}
+	return &Recorder{w: w, opts: opts, loc: &locator{own: w.opts.Dir, dirs: opts.Directories}}
 }
 
 // maxHeaderBytes bounds the response header kept beside the body limit.
@@ -187,8 +198,18 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("%w: last capture of %s: %w", ErrCaptures, ex.url, err)
 		}
 		if ok {
-			last = &c
-			req = conditional(req, c)
+			// A revisit is only as good as the record it points at: one
+			// that cannot be read whole means fetching the page again
+			// in full (an unconditional request, a response record).
+			switch path, err := r.loc.checkCapture(req.Context(), tr.crawl, c); {
+			case errors.As(err, &ex.refetch):
+			case err != nil:
+				ex.release()
+				return nil, fmt.Errorf("%w: last capture of %s: %w", ErrCaptures, ex.url, err)
+			default:
+				last, ex.lastPath = &c, path
+				req = conditional(req, c)
+			}
 		}
 	}
 	trace := &httptrace.ClientTrace{
@@ -305,8 +326,9 @@ func (b *body) record(cut bool) error {
 	case ex.err != nil:
 		err = fmt.Errorf("warc: spooling the exchange: %w", ex.err)
 	default:
-		res, err = b.r.w.writeExchange(b.ctx, b.tr.crawlID(), ex, cut || ex.truncated, b.last, b.r.opts.Captures)
+		res, err = b.r.w.writeExchange(b.ctx, b.tr.crawlID(), ex, cut || ex.truncated, b.last, b.r.opts.Captures, b.r.loc)
 	}
+	res.Refetch = ex.refetch
 	res.URL, res.Err = ex.url, err
 	if b.tr != nil {
 		b.tr.add(res)
@@ -395,3 +417,14 @@ func (r *Recorder) Err() error { return r.w.Err() }
 
 // Writer returns the Writer the Recorder writes to.
 func (r *Recorder) Writer() *Writer { return r.w }
+
+// ReadPayload reads the HTTP response of the record holding a revisit's
+// payload (Result.RefPath, RefOffset), checked whole when the revisit was
+// decided. The caller closes the body. Errors are *UnreadableError.
+func (r *Recorder) ReadPayload(res Result) (*http.Response, error) {
+	if res.RefPath == "" {
+		return nil, &UnreadableError{File: res.RefFile, Path: res.RefFile, Offset: res.RefOffset, Reason: UnreadableMissing, Err: errors.New("not a revisit")}
+	}
+	resp, _, err := openResponse(res.RefPath, res.RefOffset)
+	return resp, err
+}

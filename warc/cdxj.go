@@ -99,7 +99,7 @@ func SURT(rawURL string) string {
 func sortIndex(from, to string) error {
 	data, err := os.ReadFile(from)
 	if err != nil {
-		return fmt.Errorf("warc: read index: %w", err)
+		return fmt.Errorf("warc: read index %s: %w", from, err)
 	}
 	lines := strings.SplitAfter(string(data), "\n")
 	if n := len(lines); n > 0 && lines[n-1] == "" {
@@ -109,7 +109,7 @@ func sortIndex(from, to string) error {
 	tmp := to + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("warc: write index: %w", err)
+		return fmt.Errorf("warc: write index %s: %w", tmp, err)
 	}
 	bw := bufio.NewWriter(f)
 	for _, l := range lines {
@@ -124,28 +124,32 @@ func sortIndex(from, to string) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("warc: write index: %w", err)
+		return fmt.Errorf("warc: write index %s: %w", to, err)
 	}
 	return os.Remove(from)
 }
 
-// IndexEntry is one capture as a CDXJ index lists it: its time and the
-// line's fields.
+// IndexEntry is one capture as a CDXJ index lists it: its time, the
+// line's fields, and the directory of the index.
 type IndexEntry struct {
 	Time string `json:"time"` // 14-digit UTC
+	Dir  string `json:"dir"`
 	cdxjFields
 }
 
-// Lookup returns the captures of rawURL that the CDXJ indexes in dir list
-// (closed files' and the one being written), oldest first.
-func Lookup(dir, rawURL string) ([]IndexEntry, error) {
+// Lookup returns the captures of rawURL that the CDXJ indexes in dirs list
+// (closed files' and the ones being written), oldest first. A directory
+// that does not exist holds none.
+func Lookup(dirs []string, rawURL string) ([]IndexEntry, error) {
 	var files []string
-	for _, pat := range []string{"*.cdxj", "*.cdxj" + openSuffix} {
-		m, err := filepath.Glob(filepath.Join(dir, pat))
-		if err != nil {
-			return nil, err
+	for _, dir := range dirs {
+		for _, pat := range []string{"*.cdxj", "*.cdxj" + openSuffix} {
+			m, err := filepath.Glob(filepath.Join(dir, pat))
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, m...)
 		}
-		files = append(files, m...)
 	}
 	key := SURT(rawURL) + " "
 	var out []IndexEntry
@@ -167,7 +171,7 @@ func Lookup(dir, rawURL string) ([]IndexEntry, error) {
 			if !ok || json.Unmarshal([]byte(js), &e) != nil || e.URL != rawURL {
 				continue
 			}
-			e.Time = ts
+			e.Time, e.Dir = ts, filepath.Dir(f)
 			out = append(out, e)
 		}
 		err = sc.Err()

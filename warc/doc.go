@@ -65,4 +65,25 @@
 // revisit record's block is the response's header only, with
 // WARC-Refers-To-Target-URI and WARC-Refers-To-Date naming the record that
 // holds the payload.
+//
+// # An archive is a set of directories
+//
+// A crawl may write each run into a new directory and still revisit
+// against what earlier runs kept. A capture names the file holding its
+// payload by the name the file has once closed (never <name>.open) and the
+// offset of the record; file names are unique, so the Recorder finds the
+// file by looking in its own directory, then in every directory the crawl
+// has written (Directories: the crawler keeps them in the crawl's record).
+// A file still named <name>.open that no writer holds (its writer was
+// killed) is closed on the way, as Open closes its own directory's.
+//
+// Before a request is made conditional, the record the last capture points
+// at is read whole: a response record whose gzip member ends with a valid
+// checksum and whose payload has the capture's digest. A record that
+// cannot be read (the file moved, deleted, corrupt, on a disk not mounted)
+// is never referred to: the request goes out unconditional, the response
+// is stored whole, the new capture points at it, and the Result says why
+// (Refetch, an *UnreadableError naming the path and a reason), for the
+// crawler to count. A payload another URL holds is checked the same way
+// before a revisit points at it.
 package warc

@@ -2,68 +2,25 @@ package warc
 
 import (
 	"bufio"
-
-	"compress/gzip"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 )
 
-// ReadResponse reads the HTTP response held by the response record at
-// offset in the file named file (in the Writer's directory, closed or still
-// open): its status, headers and body, the body without transfer coding.
-// The caller closes the body.
-func (w *Writer) ReadResponse(file string, offset int64) (*http.Response, error) {
-	return ReadResponse(filepath.Join(w.opts.Dir, filepath.Base(file)), offset)
-}
-
 // ReadResponse reads the HTTP response of the response record at offset in
-// the WARC file at path, or at path+".open" while it is being written.
+// the WARC file at path, or at path+".open" while it is being written: its
+// status, headers and body, the body without transfer coding. The caller
+// closes the body. Errors are *UnreadableError.
 func ReadResponse(path string, offset int64) (*http.Response, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		f, err = os.Open(path + openSuffix)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(path + openSuffix); err == nil {
+			path += openSuffix
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("warc: read record: %w", err)
-	}
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("warc: read record: %w", err)
-	}
-	zr, err := gzip.NewReader(bufio.NewReader(f))
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("warc: read record at %d of %s: %w", offset, path, err)
-	}
-	zr.Multistream(false)
-	br := bufio.NewReader(zr)
-	fields, err := readFields(br)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("warc: record at %d of %s: %w", offset, path, err)
-	}
-	if fields["warc-type"] != "response" {
-		f.Close()
-		return nil, fmt.Errorf("warc: record at %d of %s is a %q, not a response", offset, path, fields["warc-type"])
-	}
-	n, err := strconv.ParseInt(fields["content-length"], 10, 64)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("warc: record at %d of %s: Content-Length: %w", offset, path, err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(io.LimitReader(br, n)), nil)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("warc: record at %d of %s: %w", offset, path, err)
-	}
-	resp.Body = readCloser{Reader: resp.Body, close: f.Close}
-	return resp, nil
+	resp, _, err := openResponse(path, offset)
+	return resp, err
 }
 
 type readCloser struct {

@@ -105,6 +105,13 @@ func Open(opts Options) (*Writer, error) {
 		host, _ := os.Hostname()
 		opts.CrawlerID = nameSafe.ReplaceAllString(host, "_") + "-" + strconv.Itoa(os.Getpid())
 	}
+	// Captures name their files, and the crawl its directories, by
+	// absolute paths: a later run from elsewhere finds them.
+	abs, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("warc: directory: %w", err)
+	}
+	opts.Dir = abs
 	st, err := os.Stat(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("warc: directory: %w", err)
@@ -125,6 +132,9 @@ func Open(opts Options) (*Writer, error) {
 }
 
 var nameSafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// Dir returns the Writer's directory, as an absolute path.
+func (w *Writer) Dir() string { return w.opts.Dir }
 
 // Err returns why the Writer failed, ErrClosed once it is closed, or nil.
 func (w *Writer) Err() error {
@@ -301,7 +311,7 @@ func (w *Writer) closeFile() error {
 		err = cerr
 	}
 	if err != nil {
-		return w.fail(fmt.Errorf("warc: close %s: %w", name, err))
+		return w.fail(fmt.Errorf("warc: close %s: %w", filepath.Join(w.opts.Dir, name+openSuffix), err))
 	}
 	return w.fail(finish(w.opts.Dir, name))
 }
@@ -313,7 +323,7 @@ func finish(dir, name string) error {
 		return err
 	}
 	if err := os.Rename(path+openSuffix, path); err != nil {
-		return fmt.Errorf("warc: close %s: %w", name, err)
+		return fmt.Errorf("warc: close %s: %w", path, err)
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
@@ -392,7 +402,7 @@ func (w *Writer) appendMember(m member) (written, error) {
 		// complete record.
 		_ = w.file.Truncate(start)
 		_, _ = w.file.Seek(start, io.SeekStart)
-		return written{}, w.fail(fmt.Errorf("warc: write %s: %w", w.name, err))
+		return written{}, w.fail(fmt.Errorf("warc: write %s: %w", filepath.Join(w.opts.Dir, w.name+openSuffix), err))
 	}
 	w.size += n
 	w.stats.Bytes += n
@@ -428,15 +438,20 @@ type Result struct {
 	Length    int64  // the member's length
 	RefersTo  string // a revisit's original URL
 	// RefFile and RefOffset locate the record holding a revisit's
-	// payload (ReadResponse reads it).
+	// payload, RefPath where the file was found (ReadPayload reads it).
 	RefFile   string
 	RefOffset int64
+	RefPath   string
+	// Refetch says why the last capture's payload could not be read,
+	// when it could not: the request was then made unconditional and
+	// the page stored in full.
+	Refetch *UnreadableError
 }
 
 // writeExchange writes the request and response records of ex (or a revisit
 // record in place of the response, when captures knows the payload), appends
 // the response's line to the file's index, then records the capture.
-func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, truncated bool, last *Capture, captures Captures) (Result, error) {
+func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, truncated bool, last *Capture, captures Captures, loc *locator) (Result, error) {
 	resp, perr := parseResponse(ex.resp.Reader())
 	res := Result{Type: "response", Status: resp.status, MIME: resp.mime, Digest: resp.payloadDigest, Size: resp.payloadLen, Truncated: truncated, Date: ex.date}
 	if res.Date.IsZero() {
@@ -449,6 +464,19 @@ func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, 
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ErrCaptures, err)
 	}
+	refPath := ex.lastPath
+	if ref != nil && ref != last {
+		// Another URL's capture of the payload: a revisit may point at
+		// it only if it can be read; else the response is kept whole.
+		refPath, err = loc.checkCapture(ctx, crawl, *ref)
+		var ue *UnreadableError
+		if errors.As(err, &ue) {
+			ref, err = nil, nil
+		}
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", ErrCaptures, err)
+		}
+	}
 	reqRec, err := requestRecord(ex, res.Date)
 	if err != nil {
 		return res, err
@@ -456,7 +484,7 @@ func (w *Writer) writeExchange(ctx context.Context, crawl string, ex *exchange, 
 	var respRec gowarc.WarcRecord
 	if ref != nil {
 		res.Type, res.Profile, res.RefersTo, res.Digest = "revisit", profile, ref.PayloadURL, ref.Digest
-		res.RefFile, res.RefOffset = ref.File, ref.Offset
+		res.RefFile, res.RefOffset, res.RefPath = ref.File, ref.Offset, refPath
 		respRec, err = revisitRecord(ex, res.Date, resp, ref, profile)
 	} else {
 		respRec, err = responseRecord(ex, res.Date, resp, perr == nil, truncated)
@@ -539,7 +567,7 @@ func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file strin
 	}
 	at.file = w.name
 	if _, err := w.index.WriteString(line(w.name, at)); err != nil {
-		return written{}, w.fail(fmt.Errorf("warc: index %s: %w", w.name, err))
+		return written{}, w.fail(fmt.Errorf("warc: index %s: %w", filepath.Join(w.opts.Dir, indexName(w.name)+openSuffix), err))
 	}
 	return at, nil
 }

@@ -56,7 +56,7 @@ func capturesCommand(ctx context.Context, s settings, urls []string, jsonOut boo
 			uc.Last = &c
 		}
 		if s.Warc.Dir != "" {
-			if uc.Index, err = warc.Lookup(s.Warc.Dir, u); err != nil {
+			if uc.Index, err = warc.Lookup([]string{s.Warc.Dir}, u); err != nil {
 				return err
 			}
 		}
