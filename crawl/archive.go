@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -66,23 +67,77 @@ func (c *Crawler) archiveFailed(msg jetstream.Msg, err error) {
 	})
 }
 
+// archiveDirs is the warc.Directories of a crawler's crawls: the
+// directories in each crawl's record, newest first, read again at most
+// every few seconds (the seed cache's refresh).
+type archiveDirs struct{ c *Crawler }
+
+func (d archiveDirs) Dirs(ctx context.Context, crawl string) ([]string, error) {
+	if d.c.seeds == nil {
+		return nil, nil // not running: its own directory only
+	}
+	dirs, err := d.c.seeds.archive(ctx, crawl)
+	if err != nil {
+		return nil, err
+	}
+	dirs = slices.Clone(dirs)
+	slices.Reverse(dirs)
+	return dirs, nil
+}
+
+// recordArchive adds the crawler's WARC directory to the record of crawl,
+// once per crawl and process, before any capture of the crawl points into
+// it: later runs writing elsewhere find its files there.
+func (c *Crawler) recordArchive(ctx context.Context, crawl string) error {
+	if c.opts.Archive == nil {
+		return nil
+	}
+	if _, ok := c.archiveDirs.Load(crawl); ok {
+		return nil
+	}
+	if err := c.seeds.addArchive(ctx, crawl, c.opts.Archive.Writer().Dir()); err != nil {
+		return fmt.Errorf("record the crawl's WARC directory: %w", err)
+	}
+	c.archiveDirs.Store(crawl, struct{}{})
+	return nil
+}
+
+// refetched counts a fetch made in full because the record of the page's
+// last capture could not be read, and logs the first such fetch of each
+// file (a deleted file would log once per page otherwise).
+func (c *Crawler) refetched(entry frontier.Entry, tr *warc.Tracker) {
+	if tr == nil {
+		return
+	}
+	r, ok := tr.Of(entry.URL)
+	if !ok || r.Refetch == nil {
+		return
+	}
+	c.stats.refetch(entry.Crawl, r.Refetch.Reason)
+	if _, seen := c.unreadableLog.LoadOrStore(r.Refetch.File, struct{}{}); !seen {
+		c.opts.Logger.Warn("capture unreadable: pages whose payload it holds are fetched again in full",
+			"url", entry.URL, "file", r.Refetch.File, "reason", r.Refetch.Reason, "err", r.Refetch.Err)
+	}
+}
+
 // unchangedLinks returns the links of a page the server said is unchanged
 // (304 to the archive's conditional request): those of the capture that
 // holds its payload, read back from the archive, so a revisit crawl goes on
-// past unchanged pages. False if that capture cannot be read (another
-// crawler's file, say): the page then counts as without links.
-func (c *Crawler) unchangedLinks(entry frontier.Entry, tr *warc.Tracker) ([]string, bool) {
+// past unchanged pages. The record was read whole before the request was
+// made conditional; an error means it went away since (deleted
+// meanwhile). No links and no error if the exchange is no revisit (a 304
+// the crawl did not ask for).
+func (c *Crawler) unchangedLinks(entry frontier.Entry, tr *warc.Tracker) ([]string, error) {
 	r, ok := tr.Of(entry.URL)
-	if !ok || r.Type != "revisit" || r.RefFile == "" {
-		return nil, false
+	if !ok || r.Type != "revisit" || r.RefPath == "" {
+		return nil, nil
 	}
 	resp, err := c.opts.Archive.ReadPayload(r)
 	if err != nil {
-		c.opts.Logger.Warn("links of an unchanged page: capture unreadable", "url", entry.URL, "err", err)
-		return nil, false
+		return nil, err
 	}
 	defer resp.Body.Close()
-	return c.fetcher.stored(entry.URL, resp).Links, true
+	return c.fetcher.stored(entry.URL, resp).Links, nil
 }
 
 // fetchedEvent is the record of the fetch of entry that started at start.

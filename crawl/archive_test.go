@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/testsite"
@@ -125,6 +127,14 @@ func archiveCrawl(t *testing.T, site *testsite.Site, dir string, caps warc.Captu
 // archiveCrawlOn is archiveCrawl, also returning the pipeline's JetStream.
 func archiveCrawlOn(t *testing.T, site *testsite.Site, dir string, caps warc.Captures) ([]string, Stats, jetstream.JetStream) {
 	t.Helper()
+	return revisitCrawl(t, site, dir, caps, nil, nil)
+}
+
+// revisitCrawl is archiveCrawlOn for a crawl whose record lists the WARC
+// directories of its earlier runs (earlier), as a crawl's record does
+// after those runs, counting into reg if not nil.
+func revisitCrawl(t *testing.T, site *testsite.Site, dir string, caps warc.Captures, earlier []string, reg prometheus.Registerer) ([]string, Stats, jetstream.JetStream) {
+	t.Helper()
 	before, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
 	topo := frontier.Topology{Partitions: 4}
 	p := startPipeline(t, topo)
@@ -133,12 +143,29 @@ func archiveCrawlOn(t *testing.T, site *testsite.Site, dir string, caps warc.Cap
 	if err := seed(ctx, p.js, topo, "t1", []string{site.URL}); err != nil {
 		t.Fatal(err)
 	}
+	if len(earlier) > 0 {
+		reg, err := frontier.OpenCrawls(ctx, p.js, topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = reg.Update(ctx, "t1", func(rec *frontier.CrawlRecord) (bool, error) {
+			changed := false
+			for _, d := range earlier {
+				changed = rec.AddArchive(d) || changed
+			}
+			return changed, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	w, err := warc.Open(warc.Options{Dir: dir, CrawlerID: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := fastOptions(topo, 8)
 	opts.Logger = testLogger(t)
+	opts.Registerer = reg
 	opts.Archive = warc.NewRecorder(w, warc.RecorderOptions{Captures: caps})
 	c := newCrawler(t, p.js, opts)
 	if err := c.Run(ctx); !errors.Is(err, ErrIdle) {
@@ -227,6 +254,195 @@ func TestRevisitStoresOnlyChanges(t *testing.T) {
 			}
 			if int64(revisits) < st1.Pages {
 				t.Errorf("%d revisit records for %d pages", revisits, st1.Pages)
+			}
+			warctest.Verify(t, second...)
+		})
+	}
+}
+
+// fetchedAsOften checks that every page of site was fetched as often in the
+// second crawl as in the first (first: the site's fetches after it): no
+// page's links were lost.
+func fetchedAsOften(t *testing.T, site *testsite.Site, first map[string]int) {
+	t.Helper()
+	for path, n := range site.Fetches() {
+		if path != "/robots.txt" && n != 2*first[path] && !strings.HasPrefix(path, "/broken/") && !strings.HasPrefix(path, "/flaky/") {
+			t.Errorf("%s fetched %d times in two crawls, %d in the first", path, n, first[path])
+		}
+	}
+}
+
+// responses returns the response records of files by URL and date, as
+// revisit records refer to them, and checks that webrecorder's warcio
+// lists each at the same offset.
+func responses(t *testing.T, files []string) map[string]warctest.Record {
+	t.Helper()
+	byWarcio := map[string]bool{}
+	for _, f := range files {
+		for _, l := range warctest.Index(t, f) {
+			byWarcio[l.Type+" "+l.URI+" "+filepath.Base(f)+"@"+itoa(l.Offset)] = true
+		}
+	}
+	out := map[string]warctest.Record{}
+	for _, r := range warctest.ReadFiles(t, files...) {
+		if r.Get("WARC-Type") != "response" {
+			continue
+		}
+		out[r.Get("WARC-Target-URI")+" "+r.Get("WARC-Date")] = r
+		if !byWarcio["response "+r.Get("WARC-Target-URI")+" "+filepath.Base(r.File)+"@"+itoa(r.Offset)] {
+			t.Errorf("warcio does not list the response record of %s at %d of %s", r.Get("WARC-Target-URI"), r.Offset, r.File)
+		}
+	}
+	return out
+}
+
+// TestRevisitAcrossDirectories crawls a site into one WARC directory,
+// then, as after the revisit window, into another (one directory per run,
+// as archives are kept): every page is revisited, each revisit record
+// points at a response record that exists in the first directory (read
+// by warctest and listed by warcio; both directories valid for the
+// Internet Archive's verifier), the second crawl goes past unchanged
+// pages with the links read from the first directory, and nothing is
+// fetched in full for want of a readable capture.
+func TestRevisitAcrossDirectories(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		validators bool
+	}{
+		{"server-not-modified", true},
+		{"identical-payload", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			site := startSite(t, testsite.Options{Pages: 100, Validators: tc.validators})
+			caps, dir1, dir2 := warc.NewMemCaptures(), t.TempDir(), t.TempDir()
+			first, st1 := archiveCrawl(t, site, dir1, caps)
+			served1 := site.Fetches()
+			second, st2, _ := revisitCrawl(t, site, dir2, caps, []string{dir1}, nil)
+			fetchedAsOften(t, site, served1)
+			if tc.validators && st2.Unchanged < st1.Pages {
+				t.Errorf("%d 304s in the revisit crawl, for %d pages", st2.Unchanged, st1.Pages)
+			}
+			if len(st2.Refetched) > 0 {
+				t.Errorf("fetched in full for want of a readable capture: %v", st2.Refetched)
+			}
+			payloads := responses(t, first)
+			revisits := 0
+			for _, r := range warctest.ReadFiles(t, second...) {
+				if r.Get("WARC-Type") != "revisit" {
+					continue
+				}
+				revisits++
+				ref := r.Get("WARC-Refers-To-Target-URI") + " " + r.Get("WARC-Refers-To-Date")
+				if _, ok := payloads[ref]; !ok {
+					t.Errorf("revisit of %s refers to %s, no response record of the first directory", r.Get("WARC-Target-URI"), ref)
+				}
+			}
+			if int64(revisits) < st1.Pages {
+				t.Errorf("%d revisit records for %d pages", revisits, st1.Pages)
+			}
+			t.Logf("first crawl: %d pages into %s; second: %d revisit records into %s, %d 304s", st1.Pages, dir1, revisits, dir2, st2.Unchanged)
+			warctest.Verify(t, first...)
+			warctest.Verify(t, second...)
+		})
+	}
+}
+
+// TestRevisitUnreadableCapture crawls a site into one directory, makes its
+// file unreadable (deleted; every response record corrupted), and crawls
+// it again into another: every page whose last capture cannot be read is
+// fetched again in full (an unconditional request, a response record),
+// counted by reason in Stats and the metrics, and no page's links are
+// lost.
+func TestRevisitUnreadableCapture(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, files []string)
+		reason string
+	}{
+		{"deleted", func(t *testing.T, files []string) {
+			for _, f := range files {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, warc.UnreadableMissing},
+		{"corrupt", func(t *testing.T, files []string) {
+			recs := warctest.ReadFiles(t, files...)
+			for _, r := range recs {
+				if r.Get("WARC-Type") != "response" {
+					continue
+				}
+				f, err := os.OpenFile(filepath.Join(filepath.Dir(files[0]), r.File), os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Bytes inside the record's compressed block.
+				_, err = f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, r.Offset+60)
+				f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, warc.UnreadableCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			site := startSite(t, testsite.Options{Pages: 60, Validators: true})
+			caps, dir1, dir2 := warc.NewMemCaptures(), t.TempDir(), t.TempDir()
+			first, _ := archiveCrawl(t, site, dir1, caps)
+			served1 := site.Fetches()
+			// The pages the first crawl captured (a 2xx response).
+			captured := map[string]bool{}
+			for _, r := range warctest.ReadFiles(t, first...) {
+				if r.Get("WARC-Type") == "response" && !strings.HasSuffix(r.Get("WARC-Target-URI"), "/robots.txt") {
+					if status, _ := warctest.Payload(t, r); status/100 == 2 {
+						captured[r.Get("WARC-Target-URI")] = true
+					}
+				}
+			}
+			tc.damage(t, first)
+
+			reg := prometheus.NewRegistry()
+			second, st2, _ := revisitCrawl(t, site, dir2, caps, []string{dir1}, reg)
+			fetchedAsOften(t, site, served1)
+			t.Logf("%d pages captured in the first directory; the second crawl fetched %d, refetched in full %v", len(captured), st2.Fetched, st2.Refetched)
+			if st2.Unchanged != 0 {
+				t.Errorf("%d 304s: a conditional request against an unreadable capture", st2.Unchanged)
+			}
+			if got := st2.Refetched[tc.reason]; got < int64(len(captured)) || len(st2.Refetched) != 1 {
+				t.Errorf("refetched %v, want at least %d %s", st2.Refetched, len(captured), tc.reason)
+			}
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refetches *dto.MetricFamily
+			for _, f := range families {
+				if f.GetName() == "sieve_crawl_refetches_total" {
+					refetches = f
+				}
+			}
+			if got := counterValue(refetches, map[string]string{"crawl": "t1", "reason": tc.reason}); got != float64(st2.Refetched[tc.reason]) {
+				t.Errorf("sieve_crawl_refetches_total{reason=%q} = %v, Stats say %d", tc.reason, got, st2.Refetched[tc.reason])
+			}
+			// Each captured page is in the second directory whole, and no
+			// revisit points into the first.
+			kept := responses(t, second)
+			whole := map[string]bool{}
+			for _, r := range kept {
+				whole[r.Get("WARC-Target-URI")] = true
+			}
+			for u := range captured {
+				if !whole[u] {
+					t.Errorf("%s: no response record in the second directory", u)
+				}
+			}
+			for _, r := range warctest.ReadFiles(t, second...) {
+				if r.Get("WARC-Type") != "revisit" {
+					continue
+				}
+				if _, ok := kept[r.Get("WARC-Refers-To-Target-URI")+" "+r.Get("WARC-Refers-To-Date")]; !ok {
+					t.Errorf("revisit of %s refers to %s, not a record of the second directory", r.Get("WARC-Target-URI"), r.Get("WARC-Refers-To-Target-URI"))
+				}
 			}
 			warctest.Verify(t, second...)
 		})

@@ -185,6 +185,9 @@ type Crawler struct {
 	stopMu      sync.Mutex
 	stop        context.CancelCauseFunc // ends Run with a cause
 	archiveOnce sync.Once
+
+	archiveDirs   sync.Map // crawl id → struct{}: this crawler's WARC directory is in its record
+	unreadableLog sync.Map // file name → struct{}: unreadable captures' files already logged
 }
 
 // stopRun ends Run with cause.
@@ -202,19 +205,21 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	c := &Crawler{
+		js:       js,
+		inflight: map[jetstream.Msg]struct{}{},
+		owned:    map[int]*partitionRun{},
+	}
+	if opts.Archive != nil {
+		// Captures' files are looked for in every directory the crawl
+		// has written, which its record lists.
+		opts.Archive = opts.Archive.WithDirectories(archiveDirs{c})
+	}
 	f, err := NewFetcher(archive(opts.Fetcher, opts.Archive))
 	if err != nil {
 		return nil, err
 	}
-	c := &Crawler{
-		opts:    opts,
-		js:      js,
-		fetcher: f,
-		sched:   newScheduler(f.opts),
-
-		inflight: map[jetstream.Msg]struct{}{},
-		owned:    map[int]*partitionRun{},
-	}
+	c.opts, c.fetcher, c.sched = opts, f, newScheduler(f.opts)
 	m, err := newMetrics(opts.Registerer, c)
 	if err != nil {
 		f.Close()

@@ -162,6 +162,10 @@ const (
 	ReasonTooMany           Reason = "http_429"
 	ReasonRedirectLoop      Reason = "redirect_loop"
 	ReasonTooManyRedirects  Reason = "too_many_redirects"
+	// ReasonCaptureUnreadable: a 304 said the page is unchanged, but the
+	// record of its last capture could no longer be read for its links
+	// (retried: the page is fetched again in full).
+	ReasonCaptureUnreadable Reason = "capture_unreadable"
 )
 
 // FetchError is a failed fetch, temporary (worth retrying later: timeouts,

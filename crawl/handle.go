@@ -115,6 +115,12 @@ func (c *Crawler) handle(key string, j *job) {
 		c.started.Add(1)
 	}
 
+	if err := c.recordArchive(ctx, entry.Crawl); err != nil {
+		c.sched.Done(key, time.Time{}, 0)
+		c.started.Add(-1)
+		c.retryLater(msg, err.Error())
+		return
+	}
 	start := time.Now()
 	wait, fctx := r.ctx, ctx
 	var tr *warc.Tracker
@@ -138,6 +144,7 @@ func (c *Crawler) handle(key string, j *job) {
 		}
 		return
 	}
+	c.refetched(entry, tr)
 	var fe *FetchError
 	if errors.As(err, &fe) && fe.RetryAfter > 0 {
 		// A 429 or 503 with Retry-After: the whole host waits.
@@ -169,9 +176,17 @@ func (c *Crawler) handle(key string, j *job) {
 	d := frontier.Discovered{Crawl: entry.Crawl, URL: entry.URL, Depth: entry.Depth, Kind: frontier.KindPage}
 	links := plainLinks(page.Links)
 	if page.Status == http.StatusNotModified && tr != nil {
-		if l, ok := c.unchangedLinks(entry, tr); ok {
-			links = plainLinks(l)
+		l, err := c.unchangedLinks(entry, tr)
+		if err != nil {
+			// Its links are never dropped: handed back, the page is
+			// fetched again, in full, once the check before the
+			// request finds the record unreadable.
+			o.Logger.Warn("links of an unchanged page: capture unreadable since the request; fetching it again", "url", entry.URL, "err", err)
+			c.stats.retry(entry.Crawl, ReasonCaptureUnreadable)
+			c.retryLater(msg, err.Error())
+			return
 		}
+		links = plainLinks(l)
 	}
 	switch {
 	case page.sitemap != nil:

@@ -14,6 +14,7 @@ type metrics struct {
 	fetches      *prometheus.CounterVec // crawl, outcome
 	retries      *prometheus.CounterVec // crawl, reason
 	failures     *prometheus.CounterVec // crawl, reason
+	refetches    *prometheus.CounterVec // crawl, reason
 	published    *prometheus.CounterVec // crawl
 	fetchSeconds prometheus.Histogram
 }
@@ -29,6 +30,7 @@ func newMetrics(reg prometheus.Registerer, c *Crawler) (*metrics, error) {
 		fetches:   vec("fetches_total", "Fetch attempts by crawl and outcome (2xx, 3xx, 4xx, 5xx, robots, failed).", "crawl", "outcome"),
 		retries:   vec("retries_total", "Fetch attempts handed back for a later try, by crawl and reason.", "crawl", "reason"),
 		failures:  vec("failures_total", "URLs given up on, by crawl and reason.", "crawl", "reason"),
+		refetches: vec("refetches_total", "Pages fetched again in full because the archive record of their last capture could not be read, by crawl and reason (missing, corrupt, io_error).", "crawl", "reason"),
 		published: vec("links_published_total", "Links published to the discovered stream, by crawl.", "crawl"),
 		fetchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sieve", Subsystem: "crawl", Name: "fetch_seconds",
 			Help:    "Duration of HTTP exchanges, from sending the request to reading the body (waiting for the host's turn not included).",
@@ -46,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, c *Crawler) (*metrics, error) {
 		defer c.mu.Unlock()
 		return float64(len(c.owned))
 	})
-	for _, col := range []prometheus.Collector{m.fetches, m.retries, m.failures, m.published, m.fetchSeconds, inflight, partitions} {
+	for _, col := range []prometheus.Collector{m.fetches, m.retries, m.failures, m.refetches, m.published, m.fetchSeconds, inflight, partitions} {
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}
@@ -69,6 +71,12 @@ func (m *metrics) retry(crawl string, r Reason) {
 func (m *metrics) fail(crawl string, r Reason) {
 	if m != nil {
 		m.failures.WithLabelValues(crawl, string(r)).Inc()
+	}
+}
+
+func (m *metrics) refetch(crawl, reason string) {
+	if m != nil {
+		m.refetches.WithLabelValues(crawl, reason).Inc()
 	}
 }
 

@@ -49,9 +49,16 @@ func (c *seedCache) moved(ctx context.Context, crawl, target string) error {
 	if err := addMoved(ctx, c.reg, crawl, []string{target}); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	delete(c.crawls, crawl)
-	c.mu.Unlock()
+	c.forget(crawl)
+	return nil
+}
+
+// addArchive records that the crawler writes crawl's WARC files to dir.
+func (c *seedCache) addArchive(ctx context.Context, crawl, dir string) error {
+	if _, err := updateCrawl(ctx, c.reg, crawl, func(rec *frontier.CrawlRecord) bool { return rec.AddArchive(dir) }); err != nil {
+		return err
+	}
+	c.forget(crawl)
 	return nil
 }
 
@@ -68,8 +75,9 @@ type seedCache struct {
 }
 
 type cachedSeeds struct {
-	set  seedSet
-	read time.Time
+	set     seedSet
+	archive []string // the crawl's WARC directories
+	read    time.Time
 }
 
 func newSeedCache(crawls *frontier.Crawls, refresh time.Duration, onSeeds func([]string)) *seedCache {
@@ -79,25 +87,52 @@ func newSeedCache(crawls *frontier.Crawls, refresh time.Duration, onSeeds func([
 // get returns the crawl's seeds; stale asks for a re-read if the cached copy
 // is older than the refresh interval.
 func (c *seedCache) get(ctx context.Context, crawl string, stale bool) (seedSet, error) {
+	cs, err := c.record(ctx, crawl, stale)
+	if err != nil {
+		return seedSet{}, err
+	}
+	return cs.set, nil
+}
+
+// archive returns the crawl's WARC directories, read again if the cached
+// copy is older than the refresh interval.
+func (c *seedCache) archive(ctx context.Context, crawl string) ([]string, error) {
+	cs, err := c.record(ctx, crawl, true)
+	if err != nil {
+		return nil, err
+	}
+	return cs.archive, nil
+}
+
+// forget drops the cached record of crawl: the next look-up reads it.
+func (c *seedCache) forget(crawl string) {
+	c.mu.Lock()
+	delete(c.crawls, crawl)
+	c.mu.Unlock()
+}
+
+// record returns what the cache holds of the crawl's record; stale asks
+// for a re-read if it is older than the refresh interval.
+func (c *seedCache) record(ctx context.Context, crawl string, stale bool) (*cachedSeeds, error) {
 	c.mu.Lock()
 	cs := c.crawls[crawl]
 	c.mu.Unlock()
 	if cs != nil && (!stale || time.Since(cs.read) < c.refresh) {
-		return cs.set, nil
+		return cs, nil
 	}
 	rec, err := c.reg.Get(ctx, crawl)
 	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
 		// A crawl nobody recorded has no seeds: nothing is in scope but
 		// what Scope.Allow names.
-		return seedSet{}, fmt.Errorf("crawl: %w", err)
+		return nil, fmt.Errorf("crawl: %w", err)
 	}
 	if c.onSeeds != nil {
 		c.onSeeds(rec.Seeds)
 	}
-	cs = &cachedSeeds{set: newSeedSet(append(rec.Seeds, rec.Moved...)), read: time.Now()}
+	cs = &cachedSeeds{set: newSeedSet(append(rec.Seeds, rec.Moved...)), archive: rec.Archive, read: time.Now()}
 	cs.set.mode = ScopeMode(rec.Settings.Scope)
 	c.mu.Lock()
 	c.crawls[crawl] = cs
 	c.mu.Unlock()
-	return cs.set, nil
+	return cs, nil
 }

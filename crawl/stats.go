@@ -36,6 +36,11 @@ type Stats struct {
 	// Unchanged counts 304 Not Modified answers to conditional requests
 	// (revisits of an archived crawl).
 	Unchanged int64 `json:"unchanged,omitempty"`
+	// Refetched counts pages fetched again in full (an unconditional
+	// request, a response record) because the archive record of their
+	// last capture could not be read, by reason: missing (the file is in
+	// none of the crawl's WARC directories), corrupt, io_error.
+	Refetched map[string]int64 `json:"refetched,omitempty"`
 	// Outcomes counts fetch attempts by outcome (Outcome2xx …
 	// OutcomeFailed); a retried URL counts once per attempt.
 	Outcomes map[string]int64 `json:"outcomes"`
@@ -93,6 +98,9 @@ type CrawlStats struct {
 	Failed  int64 `json:"failed"`
 	// Links counts the links published.
 	Links int64 `json:"links"`
+	// Refetched counts pages fetched again in full, their last
+	// capture's record unreadable.
+	Refetched int64 `json:"refetched,omitempty"`
 }
 
 // HostFetches is one host's responses.
@@ -135,6 +143,7 @@ func newCounters(m *metrics) counters {
 		Retried:  map[Reason]int64{}, Failed: map[Reason]int64{},
 		Skipped: map[string]int64{}, Dropped: map[string]int64{},
 		SitemapInvalid: map[string]int64{},
+		Refetched:      map[string]int64{},
 		Crawls:         map[string]CrawlStats{},
 	}, hosts: map[string]int64{}, m: m}
 }
@@ -240,6 +249,18 @@ func (c *counters) fail(crawl string, r Reason) {
 	c.m.fail(crawl, r)
 }
 
+// refetch counts a page fetched in full because its last capture's
+// record could not be read, for the reason why.
+func (c *counters) refetch(crawl, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.Refetched[why]++
+	cs := c.crawl(crawl)
+	cs.Refetched++
+	c.setCrawl(crawl, cs)
+	c.m.refetch(crawl, why)
+}
+
 func (c *counters) skip(why string) {
 	c.mu.Lock()
 	c.s.Skipped[why]++
@@ -297,6 +318,7 @@ func (c *counters) snapshot() Stats {
 	s.Skipped = maps.Clone(c.s.Skipped)
 	s.Dropped = maps.Clone(c.s.Dropped)
 	s.SitemapInvalid = maps.Clone(c.s.SitemapInvalid)
+	s.Refetched = maps.Clone(c.s.Refetched)
 	s.Crawls = make(map[string]CrawlStats, len(c.s.Crawls))
 	for id, cs := range c.s.Crawls {
 		cs.Outcomes = maps.Clone(cs.Outcomes)

@@ -66,6 +66,11 @@ type CrawlRecord struct {
 	// JetStream remembers IDs for its duplicate window even after a crawl's
 	// messages are purged.
 	Incarnation string `json:"incarnation,omitempty"`
+	// Archive lists the directories archiving crawlers have written the
+	// crawl's WARC files to (absolute paths, in the order they were
+	// first written): where its captures' files are looked for, since a
+	// crawl may write each run into a new directory.
+	Archive []string `json:"archive,omitempty"`
 }
 
 // AddSeeds adds to the record's seeds those it lacks, reporting whether it
@@ -75,6 +80,10 @@ func (r *CrawlRecord) AddSeeds(seeds []string) bool { return merge(&r.Seeds, see
 // AddMoved adds to the record's redirect targets those it lacks, reporting
 // whether it added any.
 func (r *CrawlRecord) AddMoved(targets []string) bool { return merge(&r.Moved, targets) }
+
+// AddArchive adds a WARC directory to the record's, reporting whether it
+// lacked it.
+func (r *CrawlRecord) AddArchive(dir string) bool { return merge(&r.Archive, []string{dir}) }
 
 func merge(list *[]string, add []string) bool {
 	changed := false

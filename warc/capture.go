@@ -418,6 +418,15 @@ func (r *Recorder) Err() error { return r.w.Err() }
 // Writer returns the Writer the Recorder writes to.
 func (r *Recorder) Writer() *Writer { return r.w }
 
+// WithDirectories returns a Recorder writing to r's Writer with r's
+// options that also looks for captures' files where d says (the crawler
+// installs its crawls' directories this way).
+func (r *Recorder) WithDirectories(d Directories) *Recorder {
+	opts := r.opts
+	opts.Directories = d
+	return NewRecorder(r.w, opts)
+}
+
 // ReadPayload reads the HTTP response of the record holding a revisit's
 // payload (Result.RefPath, RefOffset), checked whole when the revisit was
 // decided. The caller closes the body. Errors are *UnreadableError.
