@@ -99,7 +99,7 @@ func SURT(rawURL string) string {
 func sortIndex(from, to string) error {
 	data, err := os.ReadFile(from)
 	if err != nil {
-		return fmt.Errorf("warc: read index %s: %w", from, err)
+		return fmt.Errorf("warc: read index: %w", err)
 	}
 	lines := strings.SplitAfter(string(data), "\n")
 	if n := len(lines); n > 0 && lines[n-1] == "" {
@@ -109,7 +109,7 @@ func sortIndex(from, to string) error {
 	tmp := to + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("warc: write index %s: %w", tmp, err)
+		return fmt.Errorf("warc: write index: %w", err)
 	}
 	bw := bufio.NewWriter(f)
 	for _, l := range lines {
@@ -124,7 +124,7 @@ func sortIndex(from, to string) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("warc: write index %s: %w", to, err)
+		return fmt.Errorf("warc: write index: %w", err)
 	}
 	return os.Remove(from)
 }

@@ -311,7 +311,7 @@ func (w *Writer) closeFile() error {
 		err = cerr
 	}
 	if err != nil {
-		return w.fail(fmt.Errorf("warc: close %s: %w", filepath.Join(w.opts.Dir, name+openSuffix), err))
+		return w.fail(fmt.Errorf("warc: close %s: %w", name, err))
 	}
 	return w.fail(finish(w.opts.Dir, name))
 }
@@ -323,7 +323,7 @@ func finish(dir, name string) error {
 		return err
 	}
 	if err := os.Rename(path+openSuffix, path); err != nil {
-		return fmt.Errorf("warc: close %s: %w", path, err)
+		return fmt.Errorf("warc: close: %w", err) // names both paths
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
@@ -402,7 +402,7 @@ func (w *Writer) appendMember(m member) (written, error) {
 		// complete record.
 		_ = w.file.Truncate(start)
 		_, _ = w.file.Seek(start, io.SeekStart)
-		return written{}, w.fail(fmt.Errorf("warc: write %s: %w", filepath.Join(w.opts.Dir, w.name+openSuffix), err))
+		return written{}, w.fail(fmt.Errorf("warc: write record: %w", err)) // the error names the file
 	}
 	w.size += n
 	w.stats.Bytes += n
@@ -567,7 +567,7 @@ func (w *Writer) writePair(first, second gowarc.WarcRecord, line func(file strin
 	}
 	at.file = w.name
 	if _, err := w.index.WriteString(line(w.name, at)); err != nil {
-		return written{}, w.fail(fmt.Errorf("warc: index %s: %w", filepath.Join(w.opts.Dir, indexName(w.name)+openSuffix), err))
+		return written{}, w.fail(fmt.Errorf("warc: write index line: %w", err)) // the error names the file
 	}
 	return at, nil
 }

@@ -160,6 +160,14 @@ func TestArchiveDiskFull(t *testing.T) {
 	if !strings.Contains(stdout.String(), "archive failed") || !strings.Contains(stdout.String(), "no space left on device") {
 		t.Errorf("summary does not say the archive failed and why:\n%s", stdout.String())
 	}
+	// The error names the part that failed, its path and its setting;
+	// never the dedup worker (issue 28 saw "dedup worker: warc: write
+	// index" when closing the archive hit the full disk).
+	t.Logf("exit error: %s", lastLine(stderr.String()))
+	if last := lastLine(stderr.String()); !strings.Contains(last, "crawler's archive in "+warcDir+" (warc.dir)") ||
+		!strings.Contains(last, "no space left on device") || strings.Contains(stderr.String(), "dedup worker") {
+		t.Errorf("exit error does not name the crawler's archive, %s and warc.dir:\n%s", warcDir, stderr.String())
+	}
 	files, _ := filepath.Glob(filepath.Join(warcDir, "*.warc.gz*"))
 	for _, f := range files {
 		if strings.HasSuffix(f, ".warc.gz") || strings.HasSuffix(f, ".warc.gz.open") {
@@ -175,6 +183,12 @@ func TestArchiveDiskFull(t *testing.T) {
 		t.Fatalf("second run ended %q", second.End)
 	}
 	archived(t, site, warcDir)
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // TestArchiveDirRefused: a WARC directory that cannot be written stops the

@@ -268,7 +268,8 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	var archErr error
 	if errors.Is(err, crawl.ErrArchive) {
 		// Said in the summary, then the exit status.
-		end, archErr, err = "stopped: "+err.Error(), err, nil
+		archErr, err = archiveFailed(arch, err), nil
+		end = "stopped: " + archErr.Error()
 	}
 	if err != nil {
 		return err
@@ -286,7 +287,10 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	// trailed the summary by the worker's last stats interval).
 	w.close(logger)
 	if arch != nil {
-		stopErr = errors.Join(stopErr, arch.Writer().Close())
+		// Closing sorts the last file's index: a full disk may fail it.
+		if cerr := arch.Writer().Close(); cerr != nil && archErr == nil {
+			archErr = archiveFailed(arch, cerr)
+		}
 	}
 	sum := summarize(ctx, c, p, topo, elapsed, end, base, arch)
 	if p.worker != nil {
@@ -302,12 +306,18 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 		sum.print(stdout, s.Crawl.ID)
 	}
 	if stopErr != nil {
-		return fmt.Errorf("dedup worker: %w", stopErr)
+		stopErr = fmt.Errorf("dedup worker: %w", stopErr)
 	}
-	if archErr != nil {
-		return archErr
+	if archErr != nil || stopErr != nil {
+		return errors.Join(archErr, stopErr)
 	}
 	return err
+}
+
+// archiveFailed names the part that failed: the crawler's archive, its
+// directory and the setting that chose it.
+func archiveFailed(arch *warc.Recorder, err error) error {
+	return fmt.Errorf("crawler's archive in %s (warc.dir): %w", arch.Writer().Dir(), err)
 }
 
 // resumable refuses an embedded run without seeds that has nothing to
