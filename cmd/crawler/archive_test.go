@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -132,6 +133,144 @@ func TestArchiveSurvivesKill(t *testing.T) {
 	got = nil
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || got[0].Last != nil {
 		t.Errorf("captures after delete-crawl: %v %s", err, out)
+	}
+}
+
+// TestRevisitAfterKillAcrossDirectories keeps one WARC directory per run,
+// as archives are kept, and kills the first run (SIGKILL) mid-file: the
+// second run, writing elsewhere, finishes the crawl; after the revisit
+// window a third, writing into a third directory, revisits every page.
+// Each revisit record points at a response record that exists in the
+// earlier directories, including the file the killed run left .open
+// (closed on the way by the revisit that read it); nothing is fetched in
+// full for want of a readable capture; every file is valid for the
+// Internet Archive's verifier and warcio; and `crawler captures` finds a
+// page's captures in all the directories.
+func TestRevisitAfterKillAcrossDirectories(t *testing.T) {
+	bin := crawlerBinary(t)
+	site := startSite(t, testsite.Options{Pages: 150, Latency: 10 * time.Millisecond, Validators: true})
+	data, root := t.TempDir(), t.TempDir()
+	run := func(n int) string { return filepath.Join(root, "run"+strconv.Itoa(n)) }
+	for n := 1; n <= 3; n++ {
+		if err := os.Mkdir(run(n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 240*time.Second)
+	defer cancel()
+	// A window long enough that no page is revisited within the first two
+	// runs, short enough for a test; the frontier's duplicate window
+	// below it.
+	const window = 30 * time.Second
+	args := append([]string{"run", "--embedded", "--data-dir", data, "--idle-exit", "1s", "--revisit-after", window.String(),
+		"--frontier-duplicate-window", "20s", "--frontier-ack-wait", "10s"}, testRunFlags(8)...)
+
+	first := exec.CommandContext(ctx, bin, append(args, "--warc-dir", run(1), "--seed", site.URL)...)
+	first.Env = cleanEnv()
+	var stderr syncBuffer
+	first.Stderr = &stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "50 pages served", func() bool { p, _ := siteRequests(site); return p >= 50 })
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	open, _ := filepath.Glob(filepath.Join(run(1), "*.warc.gz.open"))
+	if len(open) != 1 {
+		t.Fatalf("after SIGKILL: open files %v, want the one being written\n%s", open, stderr.String())
+	}
+	killed := strings.TrimSuffix(filepath.Base(open[0]), ".open")
+
+	if second := runCrawler(t, ctx, bin, append(args, "--warc-dir", run(2))...); second.End != "frontier empty" {
+		t.Fatalf("second run ended %q", second.End)
+	}
+	// Every URL of the first two runs is new again once the window has
+	// passed since the last was admitted: wait for that moment.
+	select {
+	case <-time.After(window + window/4 + 2*time.Second):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	third := runCrawler(t, ctx, bin, append(args, "--warc-dir", run(3), "--seed", site.URL)...)
+	if third.End != "frontier empty" || len(third.Crawler.Refetched) > 0 {
+		t.Fatalf("revisit run ended %q, refetched in full %v", third.End, third.Crawler.Refetched)
+	}
+
+	// What the first two runs captured: response records by URL and date.
+	var earlier []string
+	for _, dir := range []string{run(1), run(2)} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+		earlier = append(earlier, files...)
+	}
+	if left, _ := filepath.Glob(filepath.Join(run(1), "*.open")); len(left) > 0 {
+		t.Errorf("the killed run's file is still open after the revisit read it: %v", left)
+	}
+	warcio := map[string]bool{} // file@offset of every response warcio lists
+	for _, f := range earlier {
+		for _, l := range warctest.Index(t, f) {
+			if l.Type == "response" {
+				warcio[filepath.Base(f)+"@"+strconv.FormatInt(l.Offset, 10)] = true
+			}
+		}
+	}
+	stored := map[string]warctest.Record{}
+	captured := map[string]bool{} // pages with a 2xx response
+	for _, r := range warctest.ReadFiles(t, earlier...) {
+		if r.Get("WARC-Type") != "response" {
+			continue
+		}
+		u := r.Get("WARC-Target-URI")
+		stored[u+" "+r.Get("WARC-Date")] = r
+		if status, _ := warctest.Payload(t, r); status/100 == 2 && !strings.HasSuffix(u, "/robots.txt") {
+			captured[u] = true
+		}
+	}
+	revisited := map[string]bool{}
+	inKilled := 0
+	latest, _ := filepath.Glob(filepath.Join(run(3), "*.warc.gz"))
+	for _, r := range warctest.ReadFiles(t, latest...) {
+		if r.Get("WARC-Type") != "revisit" {
+			continue
+		}
+		revisited[r.Get("WARC-Target-URI")] = true
+		ref, ok := stored[r.Get("WARC-Refers-To-Target-URI")+" "+r.Get("WARC-Refers-To-Date")]
+		switch {
+		case !ok:
+			t.Errorf("revisit of %s refers to %s at %s: no response record of the earlier directories", r.Get("WARC-Target-URI"),
+				r.Get("WARC-Refers-To-Target-URI"), r.Get("WARC-Refers-To-Date"))
+		case !warcio[ref.File+"@"+strconv.FormatInt(ref.Offset, 10)]:
+			t.Errorf("warcio lists no response at %d of %s", ref.Offset, ref.File)
+		case ref.File == killed:
+			inKilled++
+		}
+	}
+	for u := range captured {
+		if !revisited[u] {
+			t.Errorf("%s: captured before, not revisited", u)
+		}
+	}
+	t.Logf("%d pages captured in %s and %s, %d revisited into %s (%d 304s), %d of them pointing into the killed run's file",
+		len(captured), run(1), run(2), len(revisited), run(3), third.Crawler.Unchanged, inKilled)
+	if inKilled == 0 {
+		t.Errorf("no revisit refers to the file the killed run left open (%s)", killed)
+	}
+	warctest.Verify(t, append(earlier, latest...)...)
+
+	// The captures of a page, in every directory the crawl wrote.
+	code, out, errOut := runCLI(t, ctx, "captures", "--data-dir", data, "--json", site.URL+"p/0")
+	var got []urlCaptures
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 1 {
+		t.Fatalf("captures: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	dirs := map[string]bool{}
+	for _, e := range got[0].Index {
+		dirs[e.Dir] = true
+	}
+	if got[0].Last == nil || got[0].Path == "" || got[0].Unreadable != "" || len(dirs) < 2 || !dirs[run(3)] {
+		t.Errorf("captures of /p/0: last %+v at %q (%s), indexed in %v: want a readable last capture, indexed in run3 and an earlier run",
+			got[0].Last, got[0].Path, got[0].Unreadable, dirs)
 	}
 }
 

@@ -6,8 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/frontier"
@@ -20,13 +25,21 @@ type urlCaptures struct {
 	// Last is the crawl's last capture (the record revisits refer to):
 	// from the capture store, exact.
 	Last *warc.Capture `json:"last,omitempty"`
-	// Index lists every capture in warc.dir's CDXJ indexes, when given.
+	// Path is where Last's file is, in the crawl's WARC directories;
+	// Unreadable why it is in none of them (a revisit then fetches the
+	// page in full).
+	Path       string `json:"path,omitempty"`
+	Unreadable string `json:"unreadable,omitempty"`
+	// Index lists every capture in the CDXJ indexes of the crawl's WARC
+	// directories (and warc.dir, when given).
 	Index []warc.IndexEntry `json:"index,omitempty"`
 }
 
 // capturesCommand says where the captures of URLs are: the crawl's last
 // capture from its capture store (Redis, or the embedded data dir's
-// bucket), and every capture the CDXJ indexes in warc.dir list.
+// bucket) and the file holding it, and every capture the CDXJ indexes list
+// in every directory the crawl has written WARC files to (its record
+// lists them) and in warc.dir.
 func capturesCommand(ctx context.Context, s settings, urls []string, jsonOut bool, stdout io.Writer) error {
 	canon, err := s.Normalize.Normalizer()
 	if err != nil {
@@ -43,6 +56,10 @@ func capturesCommand(ctx context.Context, s settings, urls []string, jsonOut boo
 	if err != nil {
 		return err
 	}
+	dirs, err := s.archiveDirs(ctx, js)
+	if err != nil {
+		return err
+	}
 	var out []urlCaptures
 	for _, raw := range urls {
 		u, err := canon.URL(raw)
@@ -54,11 +71,12 @@ func capturesCommand(ctx context.Context, s settings, urls []string, jsonOut boo
 			return err
 		} else if ok {
 			uc.Last = &c
-		}
-		if s.Warc.Dir != "" {
-			if uc.Index, err = warc.Lookup([]string{s.Warc.Dir}, u); err != nil {
-				return err
+			if uc.Path, err = warc.Locate(dirs, c.File); err != nil {
+				uc.Unreadable = err.Error()
 			}
+		}
+		if uc.Index, err = warc.Lookup(dirs, u); err != nil {
+			return err
 		}
 		out = append(out, uc)
 	}
@@ -68,30 +86,66 @@ func capturesCommand(ctx context.Context, s settings, urls []string, jsonOut boo
 		return enc.Encode(out)
 	}
 	for _, uc := range out {
-		printCaptures(stdout, s, uc)
+		printCaptures(stdout, s, dirs, uc)
 	}
 	return nil
 }
 
-func printCaptures(w io.Writer, s settings, uc urlCaptures) {
+// archiveDirs returns the directories the crawl has written WARC files to,
+// newest first (its record lists them), with warc.dir first if given.
+func (s settings) archiveDirs(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var dirs []string
+	if s.Warc.Dir != "" {
+		abs, err := filepath.Abs(s.Warc.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("warc.dir: %w", err)
+		}
+		dirs = append(dirs, abs)
+	}
+	reg, err := frontier.LookupCrawls(ctx, js, s.Frontier.Topology())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return dirs, nil // no crawl recorded yet
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := reg.Get(ctx, s.Crawl.ID)
+	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
+		return nil, err
+	}
+	for _, d := range slices.Backward(rec.Archive) {
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
+}
+
+func printCaptures(w io.Writer, s settings, dirs []string, uc urlCaptures) {
 	fmt.Fprintf(w, "%s (crawl %q)\n", uc.URL, s.Crawl.ID)
 	if c := uc.Last; c != nil {
 		fmt.Fprintf(w, "  last fetched %s (status %d), payload %s\n", c.Date.UTC().Format(time.RFC3339), c.Status, c.Digest)
 		fmt.Fprintf(w, "  payload record: %s at offset %d (%s, %s)\n", c.File, c.Offset, c.PayloadURL, c.PayloadDate.UTC().Format(time.RFC3339))
+		if uc.Path != "" {
+			fmt.Fprintf(w, "  in %s\n", uc.Path)
+		} else {
+			fmt.Fprintf(w, "  UNREADABLE (its next fetch is in full): %s\n", uc.Unreadable)
+		}
 	} else {
 		fmt.Fprintln(w, "  no capture in the crawl's capture store")
 	}
-	if s.Warc.Dir == "" {
+	if len(dirs) == 0 {
+		fmt.Fprintln(w, "  the crawl has written no WARC directory")
 		return
 	}
 	if len(uc.Index) == 0 {
-		fmt.Fprintf(w, "  no capture in the indexes of %s\n", s.Warc.Dir)
+		fmt.Fprintf(w, "  no capture in the indexes of %s\n", strings.Join(dirs, ", "))
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  time\tstatus\tmime\tfile\toffset\tlength")
+	fmt.Fprintln(tw, "  time\tstatus\tmime\tdirectory\tfile\toffset\tlength")
 	for _, e := range uc.Index {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", e.Time, e.Status, e.MIME, e.Filename, e.Offset, e.Length)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time, e.Status, e.MIME, e.Dir, e.Filename, e.Offset, e.Length)
 	}
 	tw.Flush()
 }

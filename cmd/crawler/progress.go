@@ -258,6 +258,9 @@ func (sum runSummary) print(w io.Writer, crawlID string) {
 	if st.Unchanged > 0 {
 		row("unchanged", st.Unchanged, "304 to a revisit's conditional request")
 	}
+	if len(st.Refetched) > 0 {
+		row("refetched in full", crawl.Sum(st.Refetched), "their last capture's WARC record unreadable: "+breakdown(st.Refetched))
+	}
 	row("failed", crawl.Sum(st.Failed), breakdown(st.Failed))
 	row("retried", crawl.Sum(st.Retried), breakdown(st.Retried))
 	row("skipped", crawl.Sum(st.Skipped), breakdown(st.Skipped))
