@@ -67,6 +67,30 @@ func archived(t *testing.T, site *testsite.Site, dirs ...string) {
 	}
 }
 
+// killMidFile runs the crawler binary with args until site served 50
+// pages, kills it (SIGKILL) and returns the name of the file it left open
+// in warcDir (its name once closed), failing unless there is one.
+func killMidFile(t *testing.T, ctx context.Context, bin string, site *testsite.Site, warcDir string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = cleanEnv()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "50 pages served", func() bool { p, _ := siteRequests(site); return p >= 50 })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	open, _ := filepath.Glob(filepath.Join(warcDir, "*.warc.gz.open"))
+	if len(open) != 1 {
+		t.Fatalf("after SIGKILL: open files %v, want the one being written\n%s", open, stderr.String())
+	}
+	return strings.TrimSuffix(filepath.Base(open[0]), ".open")
+}
+
 // TestArchiveSurvivesKill kills an archiving crawler (SIGKILL) mid-crawl
 // and runs it again: the file it was writing is cut after its last complete
 // record and closed at the next start, and every page whose records were
@@ -79,21 +103,7 @@ func TestArchiveSurvivesKill(t *testing.T) {
 	defer cancel()
 	args := append([]string{"run", "--embedded", "--data-dir", data, "--warc-dir", warcDir, "--idle-exit", "1s"}, testRunFlags(8)...)
 
-	first := exec.CommandContext(ctx, bin, append(args, "--seed", site.URL)...)
-	first.Env = cleanEnv()
-	var stderr syncBuffer
-	first.Stderr = &stderr
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 60*time.Second, "50 pages served", func() bool { p, _ := siteRequests(site); return p >= 50 })
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.Wait()
-	if open, _ := filepath.Glob(filepath.Join(warcDir, "*.warc.gz.open")); len(open) != 1 {
-		t.Fatalf("after SIGKILL: open files %v, want the one being written\n%s", open, stderr.String())
-	}
+	killMidFile(t, ctx, bin, site, warcDir, append(args, "--seed", site.URL)...)
 
 	second := runCrawler(t, ctx, bin, args...)
 	if second.End != "frontier empty" {
@@ -165,23 +175,7 @@ func TestRevisitAfterKillAcrossDirectories(t *testing.T) {
 	args := append([]string{"run", "--embedded", "--data-dir", data, "--idle-exit", "1s", "--revisit-after", window.String(),
 		"--frontier-duplicate-window", "20s", "--frontier-ack-wait", "10s"}, testRunFlags(8)...)
 
-	first := exec.CommandContext(ctx, bin, append(args, "--warc-dir", run(1), "--seed", site.URL)...)
-	first.Env = cleanEnv()
-	var stderr syncBuffer
-	first.Stderr = &stderr
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 60*time.Second, "50 pages served", func() bool { p, _ := siteRequests(site); return p >= 50 })
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.Wait()
-	open, _ := filepath.Glob(filepath.Join(run(1), "*.warc.gz.open"))
-	if len(open) != 1 {
-		t.Fatalf("after SIGKILL: open files %v, want the one being written\n%s", open, stderr.String())
-	}
-	killed := strings.TrimSuffix(filepath.Base(open[0]), ".open")
+	killed := killMidFile(t, ctx, bin, site, run(1), append(args, "--warc-dir", run(1), "--seed", site.URL)...)
 
 	if second := runCrawler(t, ctx, bin, append(args, "--warc-dir", run(2))...); second.End != "frontier empty" {
 		t.Fatalf("second run ended %q", second.End)
