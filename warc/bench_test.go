@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,48 @@ func BenchmarkRecord(b *testing.B) {
 				get(b, c, ctx, srv.URL, 1<<30)
 			}
 		})
+	}
+}
+
+// BenchmarkCheckRecord reads a page's response record whole, as a revisit
+// does before it asks conditionally (checkRecord: the gzip member to its
+// checksum, the payload digest), for pages of growing size, beside a
+// fetch of the same page recorded in the same run (the "fetch" rows): what
+// the check adds to a revisit.
+func BenchmarkCheckRecord(b *testing.B) {
+	for _, size := range []int{1 << 10, 30 << 10, 1 << 20} {
+		page := strings.Repeat("<p>some words of a page that compress like text do </p>\n", size/56+1)[:size]
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, page)
+		}))
+		w, err := Open(Options{Dir: b.TempDir(), CrawlerID: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := client(NewRecorder(w, RecorderOptions{}))
+		ctx, tr := Track(context.Background(), "c", srv.URL)
+		get(b, c, ctx, srv.URL, 1<<30)
+		res, _ := tr.Of(srv.URL)
+		path := filepath.Join(w.Dir(), res.File+openSuffix)
+		b.Run(fmt.Sprintf("fetch/size=%d", size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for range b.N {
+				ctx, _ := Track(context.Background(), "c", srv.URL)
+				get(b, c, ctx, srv.URL, 1<<30)
+			}
+		})
+		b.Run(fmt.Sprintf("check/size=%d", size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for range b.N {
+				if err := checkRecord(path, res.Offset, res.Digest); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		w.Close()
+		srv.Close()
 	}
 }
