@@ -136,7 +136,8 @@ func TestArchiveSurvivesKill(t *testing.T) {
 	}
 
 	// Deleting the crawl deletes its captures.
-	if code, out, errOut := runCLI(t, ctx, "delete-crawl", "--data-dir", data, "default"); code != 0 || !strings.Contains(out, "captures") {
+	// It says where the WARC files it keeps are.
+	if code, out, errOut := runCLI(t, ctx, "delete-crawl", "--data-dir", data, "default"); code != 0 || !strings.Contains(out, "captures") || !strings.Contains(out, warcDir) {
 		t.Fatalf("delete-crawl: exit %d\n%s\n%s", code, out, errOut)
 	}
 	_, out, _ = runCLI(t, ctx, "captures", "--data-dir", data, "--json", site.URL+"p/0")

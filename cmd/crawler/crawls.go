@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -342,6 +343,9 @@ func printDeleted(w io.Writer, d crawls.Deleted) {
 		fmt.Fprintf(w, "  stats: %d per-crawl counts deleted (the totals keep them)\n", c.Entries)
 	}
 	fmt.Fprintf(w, "  captures: %d deleted (the archive's last captures, for revisits; WARC files stay)\n", d.Captures)
+	if rec := d.Record; rec != nil && len(rec.Archive) > 0 {
+		fmt.Fprintf(w, "  WARC directories (kept): %s\n", strings.Join(rec.Archive, ", "))
+	}
 	if rec := d.Record; rec != nil {
 		fmt.Fprintf(w, "  record: removed (%d seeds, created %s)\n", len(rec.Seeds), rec.Created.Format(time.RFC3339))
 	} else {
