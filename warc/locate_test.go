@@ -77,6 +77,11 @@ func TestRevisitReadsEarlierDirectory(t *testing.T) {
 			if err := w1.Close(); err != nil || first.Type != "response" {
 				t.Fatalf("first fetch: %+v, close: %v", first, err)
 			}
+			// Captured while its file was open, the capture names the
+			// file it becomes once closed.
+			if c, _, _ := caps.Last(context.Background(), "a", u); c.File != first.File || strings.HasSuffix(c.File, openSuffix) || !strings.HasSuffix(c.File, ".warc.gz") {
+				t.Errorf("capture names %q, want the closed file %q", c.File, first.File)
+			}
 			path := filepath.Join(dir1, first.File)
 			tc.damage(t, path, first.Offset)
 
