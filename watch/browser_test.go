@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
@@ -258,5 +259,55 @@ func TestPageShowsArchive(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("Archive shows %q, want it to contain %q", text, want)
 		}
+	}
+}
+
+// TestPageRefetches crawls with an archive whose earlier captures' file is
+// gone (deleted, as issue 28 saw): each such page is fetched again in
+// full, and the live page shows how many, by reason, as the crawler's
+// Stats count them.
+func TestPageRefetches(t *testing.T) {
+	ctx := watchtest.Browser(t, 60*time.Second)
+	const pages = 30
+	p := startArchivingPipeline(t, pages, func(siteURL string) warc.Captures {
+		caps := warc.NewMemCaptures()
+		canon, err := config.Default().Normalize.Normalizer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-24 * time.Hour).UTC()
+		for i := range pages {
+			u, err := canon.URL(fmt.Sprintf("%s/p/%d", strings.TrimSuffix(siteURL, "/"), i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := warc.Capture{Date: at, Digest: "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ", PayloadURL: u, PayloadDate: at,
+				File: "sieve-20261127000000000-00001-deleted.warc.gz", Offset: 1234, Status: 200}
+			if err := caps.Put(context.Background(), testCrawl, u, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return caps
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(p.url), chromedp.WaitVisible(chromedp.CSS("#outcomes"))); err != nil {
+		t.Fatalf("open %s: %v", p.url, err)
+	}
+	r := p.wait(t)
+	missing := r.Crawler.Stats.Refetched[warc.UnreadableMissing]
+	if missing < pages {
+		t.Fatalf("refetched %v, want %d pages whose capture's file is missing", r.Crawler.Stats.Refetched, pages)
+	}
+	var got map[string]string
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		got, err = watchtest.Text(ctx, "refetched-missing")
+		if err == nil && got["refetched-missing"] == watchtest.Num(missing) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("crawler refetched %v; the page shows %q", r.Crawler.Stats.Refetched, got["refetched-missing"])
+	if got["refetched-missing"] != watchtest.Num(missing) {
+		t.Errorf("page #refetched-missing = %q (%v), want %s (the crawler's count)", got["refetched-missing"], err, watchtest.Num(missing))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/testsite"
+	"github.com/sievecrawl/sieve/warc"
 )
 
 // testPipeline is a real pipeline in the test process, wired as the
@@ -39,6 +40,14 @@ const testCrawl = "watched"
 // startPipeline starts the pipeline and the crawl of a test site of pages
 // pages; the crawl ends by itself when the frontier is empty.
 func startPipeline(tb testing.TB, pages int) *testPipeline {
+	tb.Helper()
+	return startArchivingPipeline(tb, pages, nil)
+}
+
+// startArchivingPipeline is startPipeline with a crawler archiving into a
+// new directory, with the captures captures returns for the site at
+// siteURL; nil: no archive.
+func startArchivingPipeline(tb testing.TB, pages int, captures func(siteURL string) warc.Captures) *testPipeline {
 	tb.Helper()
 	site, err := testsite.New(testsite.Options{Pages: pages})
 	if err != nil {
@@ -69,7 +78,17 @@ func startPipeline(tb testing.TB, pages int) *testPipeline {
 	if err := p.worker.Open(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
+	var archive *warc.Recorder
+	if captures != nil {
+		w, err := warc.Open(warc.Options{Dir: tb.TempDir(), CrawlerID: "watched"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { w.Close() })
+		archive = warc.NewRecorder(w, warc.RecorderOptions{Captures: captures(site.URL)})
+	}
 	p.crawler, err = crawl.New(srv.JetStream(), crawl.Options{
+		Archive:      archive,
 		Topology:     topo,
 		Fetcher:      crawl.FetcherOptions{HostParallel: 4, HostDelay: -1},
 		MaxDepth:     8,

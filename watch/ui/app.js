@@ -159,7 +159,7 @@
       if (!state.crawl) {
         for (const [k, v] of Object.entries(r.crawler.retried || {}).sort()) rows.push(["  retried: " + k, v]);
         for (const [k, v] of Object.entries(r.crawler.failed || {}).sort()) rows.push(["  given up: " + k, v]);
-        for (const [k, v] of Object.entries(r.crawler.refetched || {}).sort()) rows.push(["  refetched in full (capture " + k + ")", v]);
+        for (const [k, v] of Object.entries(r.crawler.refetched || {}).sort()) rows.push(["  refetched in full (capture " + k + ")", { cls: "n", text: fmt(v), id: "refetched-" + k }]);
       }
       fill($("outcomes"), ["outcome", "attempts#"], rows);
     } else {
