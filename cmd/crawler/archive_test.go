@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/testsite"
 	"github.com/sievecrawl/sieve/warc"
 	"github.com/sievecrawl/sieve/warc/warctest"
@@ -191,6 +192,14 @@ func TestRevisitAfterKillAcrossDirectories(t *testing.T) {
 	third := runCrawler(t, ctx, bin, append(args, "--warc-dir", run(3), "--seed", site.URL)...)
 	if third.End != "frontier empty" || len(third.Crawler.Refetched) > 0 {
 		t.Fatalf("revisit run ended %q, refetched in full %v", third.End, third.Crawler.Refetched)
+	}
+	// Every URL the revisit run admitted was fetched or given up with a
+	// counted reason, and none is left.
+	c := third.Crawler
+	handled := c.Fetched - crawl.Sum(c.Retried) + c.Failed[crawl.ReasonRobots] + crawl.Sum(c.Skipped)
+	if third.Dedup == nil || third.Left == nil || third.Dedup.Totals.Admitted != handled || third.Left.Frontier != 0 {
+		t.Errorf("revisit run: admitted %+v, handled %d (fetched %d, retried %v, skipped %v), left %+v",
+			third.Dedup, handled, c.Fetched, c.Retried, c.Skipped, third.Left)
 	}
 
 	// What the first two runs captured: response records by URL and date.
