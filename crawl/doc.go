@@ -90,6 +90,22 @@
 // redirects are counted instead (bucket <PREFIX>_REDIRECTS) and end after
 // MaxRedirects.
 //
+// # Archiving and revisits
+//
+// With Options.Archive, every exchange is recorded (package warc) before
+// the page's message is acknowledged. A crawl's archive is every WARC
+// directory its crawlers have written: each crawler adds its own to the
+// crawl's record (frontier.CrawlRecord.Archive) once per crawl and process,
+// before any capture of the crawl points into it, and the Recorder looks
+// for captures' files there (archiveDirs, newest first). A page whose last
+// capture cannot be read is fetched again in full by the Recorder; the
+// crawler counts it by reason (Stats.Refetched, sieve_crawl_refetches_total)
+// and logs each unreadable file once. The links of a page the server says
+// is unchanged (304) are read from the record holding its payload; if that
+// record went away since the Recorder checked it, the message is handed
+// back and the page fetched in full next time: a revisit never drops a
+// page's links.
+//
 // Run ends when its context does, after IdleExit of an empty pipeline (both
 // streams empty, nothing in hand), or after MaxPages fetches.
 package crawl
