@@ -99,7 +99,7 @@ type crawlSettings struct {
 
 // warcSettings is the warc section: where and how fetched pages are kept.
 type warcSettings struct {
-	Dir         string       `yaml:"dir" help:"keep every fetch (pages, redirects, errors, robots.txt) as WARC/1.1 files in this directory, a CDXJ index beside each; pages are acknowledged only once written, and a directory that cannot be written stops the crawl; empty: keep nothing"`
+	Dir         string       `yaml:"dir" help:"keep every fetch (pages, redirects, errors, robots.txt) as WARC/1.1 files in this directory, a CDXJ index beside each; pages are acknowledged only once written, and a directory that cannot be written stops the crawl; each run may use a new one (the crawl records every directory it wrote and revisits against all of them); empty: keep nothing"`
 	MaxFileSize config.Bytes `yaml:"max_file_size" help:"size at which a WARC file is closed and the next begun"`
 	Prefix      string       `yaml:"prefix" help:"start of every WARC file name: <prefix>-<17-digit UTC time>-<serial>-<crawler id>.warc.gz"`
 	Captures    string       `yaml:"captures" help:"where each crawl's last capture of every URL is kept for revisits: disk (on disk under data_dir/captures, bounded memory, shared by every crawler through the NATS stream <PREFIX>_STORE), redis (redis.url: ~1 KB of RAM per URL) or bucket (a JetStream bucket: an in-memory entry per URL in NATS); redis and bucket are what earlier versions used"`
