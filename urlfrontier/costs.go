@@ -6,15 +6,16 @@ package urlfrontier
 // RAM, a serve with its NATS server, a fixed part (caches, buffers, the
 // runtime) and a part per queue (its state in every serve's summaries).
 //
-// From the run at 20 M URLs over 20,000 queues: index 577.8 MB (29 B a
-// URL), NATS 680.5 MB (34 B a URL, the log's share of it); RSS after
-// handing out and completing 200,000 URLs 600 MB, of which the embedded
-// Bloom filter (in Redis on a deployment) is 111 MB: ~480 MiB fixed with
-// 1 KiB a queue. RSS at rest is lower (93 MB restarted); the figure is a
-// serve at work, what a node must hold.
+// From the run at 20 M URLs over 20,000 queues (a URL never fetched is
+// one key): index 323.7 MB (16 B a URL), NATS 422.9 MB (21 B a URL, the
+// log's share of it); RSS after handing out and completing 200,000 URLs
+// 586 MB, of which the embedded Bloom filter (in Redis on a deployment)
+// is 111 MB: ~460 MiB fixed with 1 KiB a queue. RSS at rest is lower
+// (372 MB after the fill, 98 MB restarted); the figure is a serve at
+// work, what a node must hold.
 const (
-	DiskIndexBytesPerURL = 29
-	DiskLogBytesPerURL   = 34
-	RAMBytesFixed        = 480 << 20
+	DiskIndexBytesPerURL = 16
+	DiskLogBytesPerURL   = 21
+	RAMBytesFixed        = 460 << 20
 	RAMBytesPerQueue     = 1 << 10
 )
