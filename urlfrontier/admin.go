@@ -61,11 +61,18 @@ func (s *Server) ListCrawls(ctx context.Context, _ *pb.Local) (*pb.StringList, e
 
 // DeleteCrawl removes a crawl: its URLs and queues here, then (package
 // crawls) its filter, counts, record and pipeline messages, so its id may
-// be used again at once. It returns the number of URLs removed here.
+// be used again at once. It returns the number of URLs removed here
+// (those not completed); a crawl that does not exist removes none, as in
+// the reference service (its clients delete a crawl before using it).
 func (s *Server) DeleteCrawl(ctx context.Context, req *pb.DeleteCrawlMessage) (*pb.Long, error) {
-	c, err := s.existing(ctx, req.GetValue())
+	c, err := crawlArg(req.GetValue())
 	if err != nil {
 		return nil, err
+	}
+	if ok, err := s.crawlExists(ctx, c); err != nil {
+		return nil, err
+	} else if !ok {
+		return &pb.Long{}, nil
 	}
 	n, err := s.deleteCrawlQueues(ctx, c)
 	if err != nil {
@@ -206,9 +213,10 @@ func (s *Server) purgeQueued(ctx context.Context, crawl, key string, match func(
 
 // ListQueues lists a crawl's queue keys in order, active ones only unless
 // include_inactive (a queue is active when it holds URLs not completed and
-// is not blocked), from start, at most size (default 100).
+// is not blocked), from start, at most size (default 100). A crawl that
+// does not exist has none.
 func (s *Server) ListQueues(ctx context.Context, req *pb.Pagination) (*pb.QueueList, error) {
-	c, err := s.existing(ctx, req.GetCrawlID())
+	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +239,11 @@ func (s *Server) ListQueues(ctx context.Context, req *pb.Pagination) (*pb.QueueL
 
 // GetStats counts a crawl's (or one queue's) URLs: size are those queued,
 // inProcess those handed out whose lease runs, counts "completed" the URLs
-// completed by known updates and "active_queues" the active queues.
-func (s *Server) GetStats(ctx context.Context, req *pb.QueueWithinCrawlParams) (*pb.Stats, error) {
-	c, err := s.existing(ctx, req.GetCrawlID())
+// completed by known updates and "active_queues" the active queues. A
+// crawl (or queue) that does not exist, or no longer does, has stats of
+// zero, as in the reference service.
+func (s *Server) GetStats(_ context.Context, req *pb.QueueWithinCrawlParams) (*pb.Stats, error) {
+	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
 		return nil, err
 	}
@@ -255,9 +265,9 @@ func (s *Server) GetStats(ctx context.Context, req *pb.QueueWithinCrawlParams) (
 }
 
 // DeleteQueue removes a queue's URLs and state and returns how many URLs
-// it removed.
+// not completed it removed (0 for a queue or crawl that does not exist).
 func (s *Server) DeleteQueue(ctx context.Context, req *pb.QueueWithinCrawlParams) (*pb.Long, error) {
-	c, err := s.existing(ctx, req.GetCrawlID())
+	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +492,7 @@ func matcher(filter string, ignoreCase bool) func(*Entry) bool {
 // with their metadata, ordered by queue and URL, from start, at most size
 // (default 100), those containing filter if set.
 func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsServer) error {
-	c, err := s.existing(stream.Context(), req.GetCrawlID())
+	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
 		return err
 	}
@@ -528,8 +538,8 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 // CountURLs counts a crawl's (or a queue's) queued and in-process URLs:
 // without a filter from the queues' counts (in RAM), with one by reading
 // them.
-func (s *Server) CountURLs(ctx context.Context, req *pb.CountUrlParams) (*pb.Long, error) {
-	c, err := s.existing(ctx, req.GetCrawlID())
+func (s *Server) CountURLs(_ context.Context, req *pb.CountUrlParams) (*pb.Long, error) {
+	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
 		return nil, err
 	}
@@ -558,9 +568,14 @@ func (s *Server) CountURLs(ctx context.Context, req *pb.CountUrlParams) (*pb.Lon
 // than days days ago (0: all) and returns how many it removed. URLs in
 // process are kept: their updates are on the way.
 func (s *Server) PurgeURLs(ctx context.Context, req *pb.PurgeUrlParams) (*pb.Long, error) {
-	c, err := s.existing(ctx, req.GetCrawlID())
+	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
 		return nil, err
+	}
+	if ok, err := s.crawlExists(ctx, c); err != nil {
+		return nil, err
+	} else if !ok {
+		return &pb.Long{}, nil // nothing to remove: no write of 32 partitions
 	}
 	now := s.o.Now()
 	cutoff := now.Add(-time.Duration(req.GetDays()) * 24 * time.Hour).Unix()

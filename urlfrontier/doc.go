@@ -82,8 +82,9 @@
 //
 // Every bad request gets a gRPC status and changes nothing: an invalid
 // crawl id, a missing or oversized key, a block time past year 9999 are
-// InvalidArgument; a crawl that does not exist (other than DEFAULT) is
-// NotFound for the calls that read or delete one; a DiscoveredBatch over
+// InvalidArgument; a crawl that does not exist (never used, or deleted)
+// reads as an empty one, as in the reference service (0, stats of zero,
+// nothing listed; GetURLStatus NotFound); a DiscoveredBatch over
 // Options.MaxBatch ends its stream with InvalidArgument; a message over
 // the server's size limit is refused by gRPC with ResourceExhausted. A
 // client that disconnects mid-stream loses the acks of the items in

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -402,25 +403,38 @@ func crawlArg(id string) (string, error) {
 }
 
 // existing checks that a crawl named by a call exists: DEFAULT always
-// does; another must have URLs, queue state or a record.
+// does; another must have URLs, queue state or a record. One that does
+// not is NotFound (GetURLStatus: its URLs are unknown, as the reference
+// answers).
 func (s *Server) existing(ctx context.Context, id string) (string, error) {
 	c, err := crawlArg(id)
-	if err != nil || c == DefaultCrawl {
-		return c, err
+	if err != nil {
+		return "", err
 	}
-	if s.q.hasCrawl(c) {
-		return c, nil
+	ok, err := s.crawlExists(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", status.Errorf(codes.NotFound, "no crawl %q", c)
+	}
+	return c, nil
+}
+
+// crawlExists reports whether crawl c exists: DEFAULT always does;
+// another has URLs, queue state or a record. The reference service
+// answers the calls that read or delete an unknown crawl as for an empty
+// one (0, empty stats, nothing listed), and so does this server: a call
+// uses it only to skip work that would find nothing.
+func (s *Server) crawlExists(ctx context.Context, c string) (bool, error) {
+	if c == DefaultCrawl || s.q.hasCrawl(c) {
+		return true, nil
 	}
 	ids, err := s.o.Crawls.IDs(ctx)
 	if err != nil {
-		return "", errStatus(err)
+		return false, errStatus(err)
 	}
-	for _, have := range ids {
-		if have == c {
-			return c, nil
-		}
-	}
-	return "", status.Errorf(codes.NotFound, "no crawl %q", c)
+	return slices.Contains(ids, c), nil
 }
 
 func keyArg(key string, required bool) error {

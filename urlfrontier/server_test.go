@@ -444,14 +444,6 @@ func TestBadInput(t *testing.T) {
 		call func() error
 		want codes.Code
 	}{
-		{"GetStats of an unknown crawl", func() error {
-			_, err := n.client.GetStats(ctx, &pb.QueueWithinCrawlParams{CrawlID: "nope"})
-			return err
-		}, codes.NotFound},
-		{"DeleteCrawl of an unknown crawl", func() error {
-			_, err := n.client.DeleteCrawl(ctx, &pb.DeleteCrawlMessage{Value: "nope"})
-			return err
-		}, codes.NotFound},
 		{"a crawl id that is no id", func() error {
 			_, err := n.client.ListQueues(ctx, &pb.Pagination{CrawlID: "a b"})
 			return err

@@ -265,12 +265,34 @@ class OneServer(unittest.TestCase):
         s.put(disc("https://default.example/", ""))
         self.assertEqual(s.stub.GetStats(pb.QueueWithinCrawlParams(crawlID="DEFAULT")).crawlID, "DEFAULT")
 
+    def test_unknown_crawl_is_empty(self):
+        """As the reference: a crawl that does not exist, or no longer does,
+        reads as an empty one and deletes nothing (upstream's tests delete
+        a crawl before using it and read its stats once deleted)."""
+        c = self.crawl()
+        s = self.s
+        s.put(disc("https://gone.example/1", c))
+        self.assertEqual(s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=c)).value, 1)
+        for crawl in ("neverused", c):
+            self.assertEqual(s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=crawl)).value, 0)
+            st = s.stub.GetStats(pb.QueueWithinCrawlParams(crawlID=crawl))
+            self.assertEqual((st.crawlID, st.size, st.numberOfQueues, st.inProcess), (crawl, 0, 0, 0))
+            self.assertEqual(s.stub.GetStats(pb.QueueWithinCrawlParams(crawlID=crawl, key="gone.example")).numberOfQueues, 0)
+            self.assertEqual(s.stub.ListQueues(pb.Pagination(crawlID=crawl, include_inactive=True)).total, 0)
+            self.assertEqual(list(s.stub.ListURLs(pb.ListUrlParams(crawlID=crawl))), [])
+            self.assertEqual(s.stub.CountURLs(pb.CountUrlParams(crawlID=crawl)).value, 0)
+            self.assertEqual(s.stub.PurgeURLs(pb.PurgeUrlParams(crawlID=crawl)).value, 0)
+            self.assertEqual(s.stub.DeleteQueue(pb.QueueWithinCrawlParams(crawlID=crawl, key="gone.example")).value, 0)
+            with self.assertRaises(grpc.RpcError) as e:
+                s.stub.GetURLStatus(pb.URLStatusRequest(url="https://gone.example/1", crawlID=crawl))
+            self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertNotIn("neverused", s.stub.ListCrawls(pb.Local()).values)
+
     def test_bad_input(self):
         c = self.crawl()
         s = self.s
         for call, arg, code in [
-            (s.stub.GetStats, pb.QueueWithinCrawlParams(crawlID="unknown"), grpc.StatusCode.NOT_FOUND),
-            (s.stub.DeleteCrawl, pb.DeleteCrawlMessage(value="unknown"), grpc.StatusCode.NOT_FOUND),
+            (s.stub.GetStats, pb.QueueWithinCrawlParams(crawlID="bad id"), grpc.StatusCode.INVALID_ARGUMENT),
             (s.stub.CountURLs, pb.CountUrlParams(crawlID="bad id"), grpc.StatusCode.INVALID_ARGUMENT),
             (s.stub.BlockQueueUntil, pb.BlockQueueParams(key="", time=1, crawlID=c), grpc.StatusCode.INVALID_ARGUMENT),
             (s.stub.SetCrawlLimit, pb.CrawlLimitParams(key="x" * 300, limit=1, crawlID=c), grpc.StatusCode.INVALID_ARGUMENT),
