@@ -412,11 +412,11 @@ func (s *Server) SetLogLevel(_ context.Context, req *pb.LogLevelParams) (*pb.Emp
 }
 
 // GetURLStatus answers for one URL (canonicalized as puts are): exactly
-// for a URL queued or in process, read from the bucket; for another, from
-// the crawl's filter, which holds every URL completed and may hold, with
-// its false-positive rate, one never seen ("probably seen"): a URL it
-// holds is answered as a known item without a refetch date, one it does
-// not with NotFound.
+// for a URL the store holds, queued, in process or completed, as a known
+// item (item); for another, from the crawl's filter, which holds the URLs
+// Sieve's own crawler saw and may hold, with its false-positive rate, one
+// never seen ("probably seen"): a URL it holds is answered as a known item
+// without a refetch date, one it does not with NotFound.
 func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*pb.URLItem, error) {
 	c := s.check(&pb.URLInfo{Url: req.GetUrl(), Key: req.GetKey(), CrawlID: req.GetCrawlID()})
 	if c.reason != "" {
@@ -457,23 +457,33 @@ func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*p
 	return &pb.URLItem{ID: c.url, Item: &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info}}}, nil
 }
 
-// item is an entry as the API shows it: a discovered item while it waits
-// for its first fetch, a known item with the date it is handed out again
-// (its lease's end while in process, its refetch date when scheduled).
+// item is an entry as the API shows it, as the reference service does: a
+// known item whose refetchable_from_date is when it is handed out next, in
+// Unix seconds: for a URL waiting for its first fetch, when it was stored
+// (it has been due since); in process, the end of its lease; scheduled,
+// its refetch date; completed, 0 (never). So a listing put back with
+// PutURLs (the reference client's DumpURLs and PutURLs) restores every
+// URL's status, date and metadata.
 func (s *Server) item(e *Entry, lease int64) *pb.URLItem {
 	info := &pb.URLInfo{Url: e.URL, Key: e.Key, CrawlID: e.Crawl, Metadata: toPB(e.Meta)}
-	it := &pb.URLItem{ID: e.URL, CreationDate: uint64(e.Created)}
+	return &pb.URLItem{ID: e.URL, CreationDate: uint64(max(e.Created, 0)),
+		Item: &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info, RefetchableFromDate: nextFetch(e, lease)}}}
+}
+
+// nextFetch is when e is handed out next (Unix seconds; 0: never), given
+// its running lease's end (Unix ms; 0: none).
+func nextFetch(e *Entry, lease int64) uint64 {
 	switch {
 	case e.Completed:
-		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info}}
+		return 0
 	case lease > 0:
-		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info, RefetchableFromDate: uint64(lease / 1000)}}
-	case e.Known:
-		it.Item = &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info, RefetchableFromDate: uint64(max(e.Due, 0) / 1000)}}
-	default:
-		it.Item = &pb.URLItem_Discovered{Discovered: &pb.DiscoveredURLItem{Info: info}}
+		return uint64(lease / 1000)
+	case e.Due > 0:
+		return uint64(e.Due / 1000)
 	}
-	return it
+	// Due at once since it was stored; never 0, which would read as
+	// completed.
+	return uint64(max(e.Created, 1))
 }
 
 // matcher is ListURLs' and CountURLs' filter on URLs.
@@ -488,9 +498,12 @@ func matcher(filter string, ignoreCase bool) func(*Entry) bool {
 	return func(e *Entry) bool { return strings.Contains(e.URL, filter) }
 }
 
-// ListURLs streams a crawl's (or a queue's) queued and in-process URLs
-// with their metadata, ordered by queue and URL, from start, at most size
-// (default 100), those containing filter if set.
+// ListURLs streams a crawl's (or a queue's) URLs, queued, in process and
+// completed, as known items with their metadata and the date each is
+// handed out next (item), ordered by queue and URL, from start, at most
+// size (default 100), those containing filter if set. The items are sent
+// as the index is read, not gathered first: the reference client's
+// DumpURLs asks for a whole crawl in one call.
 func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsServer) error {
 	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
@@ -503,41 +516,38 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 	}
 	skip := int(req.GetStart())
 	now := s.now()
-	var page []*pb.URLItem
-	states := map[string]*QueueState{}
+	sent := 0
+	var q *QueueState // the state of the queue of the last URL listed
+	var sendErr error
 	err = s.q.entries(c, req.GetKey(), func(e *Entry) bool {
-		if e.Completed || !match(e) {
+		if !match(e) {
 			return true
 		}
 		if skip > 0 {
 			skip--
 			return true
 		}
-		q := states[e.Key]
-		if q == nil {
-			if q, _ = readQueue(s.q.st, c, e.Key); q == nil {
-				q = &QueueState{}
+		if q == nil || q.Key != e.Key {
+			if q, sendErr = readQueue(s.q.st, c, e.Key); sendErr != nil {
+				return false
 			}
-			states[e.Key] = q
 		}
 		lease, _ := q.leased(e.URL, now)
-		page = append(page, s.item(e, lease))
-		return len(page) < size
-	})
-	if err != nil {
-		return errStatus(err)
-	}
-	for _, it := range page {
-		if err := stream.Send(it); err != nil {
-			return err
+		if sendErr = stream.Send(s.item(e, lease)); sendErr != nil {
+			return false
 		}
+		sent++
+		return sent < size
+	})
+	if err == nil {
+		err = sendErr
 	}
-	return nil
+	return errStatus(err)
 }
 
-// CountURLs counts a crawl's (or a queue's) queued and in-process URLs:
-// without a filter from the queues' counts (in RAM), with one by reading
-// them.
+// CountURLs counts a crawl's (or a queue's) URLs, queued, in process and
+// completed, as the reference does: without a filter from the queues'
+// counts (in RAM), with one by reading them.
 func (s *Server) CountURLs(_ context.Context, req *pb.CountUrlParams) (*pb.Long, error) {
 	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
@@ -547,13 +557,13 @@ func (s *Server) CountURLs(_ context.Context, req *pb.CountUrlParams) (*pb.Long,
 	if req.GetFilter() == "" {
 		// Every URL: the queues' counts, in RAM, not a scan of them all.
 		for _, v := range s.q.views(s.now(), []string{c}, req.GetKey()) {
-			n += v.state.Queued
+			n += v.state.Queued + v.state.Completed
 		}
 		return &pb.Long{Value: n}, nil
 	}
 	match := matcher(req.GetFilter(), req.GetIgnoreCase())
 	err = s.q.entries(c, req.GetKey(), func(e *Entry) bool {
-		if !e.Completed && match(e) {
+		if match(e) {
 			n++
 		}
 		return true

@@ -203,8 +203,9 @@ type QueueState struct {
 	// Next is the Unix ms of the queue's next turn.
 	Next int64
 	// Queued counts its URLs not completed (waiting, scheduled or in
-	// process); Fetched its known updates (fetches); Completed those
-	// that completed a URL.
+	// process); Fetched its known updates (fetches); Completed its
+	// completed URLs (each held with its record), so that Queued plus
+	// Completed is every URL it holds (CountURLs).
 	Queued    uint64
 	Fetched   uint64
 	Completed uint64

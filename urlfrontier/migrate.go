@@ -36,17 +36,16 @@ type v1Entry struct {
 
 // v1Queue is a queue's (or a crawl's default) value in the bucket.
 type v1Queue struct {
-	V         int              `json:"v"`
-	Crawl     string           `json:"crawl"`
-	Key       string           `json:"key"`
-	Delay     int64            `json:"delay"`
-	HasDelay  bool             `json:"has_delay"`
-	Blocked   int64            `json:"blocked"`
-	Limit     uint32           `json:"limit"`
-	Next      int64            `json:"next"`
-	Fetched   uint64           `json:"fetched"`
-	Completed uint64           `json:"completed"`
-	Leases    map[string]int64 `json:"leases"`
+	V        int              `json:"v"`
+	Crawl    string           `json:"crawl"`
+	Key      string           `json:"key"`
+	Delay    int64            `json:"delay"`
+	HasDelay bool             `json:"has_delay"`
+	Blocked  int64            `json:"blocked"`
+	Limit    uint32           `json:"limit"`
+	Next     int64            `json:"next"`
+	Fetched  uint64           `json:"fetched"`
+	Leases   map[string]int64 `json:"leases"`
 }
 
 // migrateBatch is how many URLs of a partition one entry of the move
@@ -160,7 +159,9 @@ func (s *Server) migrateBucket(ctx context.Context) error {
 	for _, q := range queues {
 		err := s.updateQueue(ctx, q.Crawl, q.Key, func(st *QueueState) {
 			st.Delay, st.HasDelay, st.Blocked, st.Limit = q.Delay, q.HasDelay, q.Blocked, q.Limit
-			st.Next, st.Fetched, st.Completed = q.Next, q.Fetched, q.Completed
+			// The bucket kept no completed URL, only a count of them:
+			// the store counts the completed URLs it holds, none here.
+			st.Next, st.Fetched = q.Next, q.Fetched
 		})
 		if err != nil {
 			return err

@@ -283,7 +283,9 @@ func applyKnown(u *updateTx, c candidate, date uint64, now time.Time) error {
 	next := &Entry{Crawl: c.crawl, URL: c.url, Key: c.key, Meta: c.meta, Created: now.Unix()}
 	if e != nil {
 		next.Created = e.Created
-		if !e.Completed {
+		if e.Completed {
+			q.Completed = max(q.Completed, 1) - 1 // completed again, or scheduled: counted below
+		} else {
 			q.Queued--
 		}
 	}

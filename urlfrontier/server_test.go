@@ -281,27 +281,33 @@ func TestServersShareTheStore(t *testing.T) {
 	b.put(t, disc("", "https://two.example/1", ""))
 	eventually(t, "a sees b's URL", func() bool { return count(a) == 3 })
 	a.put(t, known("", "https://one.example/1", 0))
-	eventually(t, "b sees a's completion", func() bool { return count(b) == 2 })
+	eventually(t, "b sees a's completion", func() bool {
+		st, err := b.client.GetStats(ctxT(t), &pb.QueueWithinCrawlParams{})
+		return err == nil && st.GetCounts()["completed"] == 1 && st.GetSize() == 2
+	})
+	if got := count(b); got != 3 {
+		t.Fatalf("b counts %d URLs after a completion, want 3 (a completed URL is kept)", got)
+	}
 
 	var many []*pb.URLItem
 	for i := range 200 {
 		many = append(many, disc("", fmt.Sprintf("https://four.example/%d", i), ""))
 	}
 	b.put(t, many...)
-	eventually(t, "a sees b's 200 URLs", func() bool { return count(a) == 202 })
+	eventually(t, "a sees b's 200 URLs", func() bool { return count(a) == 203 })
 	a.stop()
 	b.put(t, disc("", "https://three.example/1", ""))
 
 	a = e.start("a:1", inDir(dirA))
-	if got := count(a); got != 203 {
-		t.Fatalf("a restarted counts %d URLs, want 203", got)
+	if got := count(a); got != 204 {
+		t.Fatalf("a restarted counts %d URLs, want 204", got)
 	}
 	if st := urlfrontier.StoreStats(a.srv); st.Read > 10 {
 		t.Errorf("a restarted on its directory read %d entries of the log: the whole log, not its tail", st.Read)
 	}
 	c := e.start("c:1") // an empty directory: rebuilt from the log
-	if got := count(c); got != 203 {
-		t.Fatalf("c counts %d URLs, want 203", got)
+	if got := count(c); got != 204 {
+		t.Fatalf("c counts %d URLs, want 204", got)
 	}
 	got := c.get(t, anyCrawl(0, 0, 60))
 	if len(got) != 203 || slices.Contains(got, "https://one.example/1") { // completed
@@ -337,12 +343,13 @@ func TestListCountPurgeDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, err := st.Recv()
-	if err != nil || first.GetDiscovered().GetInfo().GetMetadata()["depth"].GetValues()[0] != "3" {
+	if err != nil || first.GetKnown().GetInfo().GetMetadata()["depth"].GetValues()[0] != "3" {
 		t.Fatalf("ListURLs first = %v, %v", first, err)
 	}
 	s, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{Url: "https://m.example/Page", CrawlID: "c2"})
-	if err != nil || s.GetDiscovered() == nil || s.GetCreationDate() == 0 {
-		t.Fatalf("GetURLStatus(queued) = %v, %v", s, err)
+	// Known, as the reference answers, due since it was stored.
+	if err != nil || s.GetKnown() == nil || s.GetCreationDate() == 0 || s.GetKnown().GetRefetchableFromDate() != s.GetCreationDate() {
+		t.Fatalf("GetURLStatus(queued) = %v, %v, want a known item due from its creation", s, err)
 	}
 	if _, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{Url: "https://m.example/none", CrawlID: "c2"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("GetURLStatus(unknown) error = %v, want NotFound", err)
@@ -560,8 +567,9 @@ func TestCountsAgree(t *testing.T) {
 		return err == nil && c.GetValue() == 200
 	})
 	got := b.get(t, &pb.GetParams{Item: &pb.GetParams_CrawlID{CrawlID: "c"}, MaxUrlsPerQueue: 5, DelayRequestable: 60})
-	// want: each queue's URLs not completed, as the calls below leave them.
-	want := map[string]uint64{}
+	// want: each queue's URLs not completed, as the calls below leave them;
+	// done: its completed ones.
+	want, done := map[string]uint64{}, map[string]uint64{}
 	for q := range 8 {
 		want[fmt.Sprintf("h%d.example", q)] = 25
 	}
@@ -572,6 +580,7 @@ func TestCountsAgree(t *testing.T) {
 			refetch = uint64(e.clk.Now().Add(time.Hour).Unix())
 		} else {
 			want[strings.Split(u, "/")[2]]--
+			done[strings.Split(u, "/")[2]]++
 		}
 		acks = append(acks, known("c", u, refetch))
 	}
@@ -582,6 +591,13 @@ func TestCountsAgree(t *testing.T) {
 		total += v
 	}
 	want[""] = total - want["h3.example"] - want["h7.example"]
+	done["h0.example"]++ // never-queued
+	done["h7.example"] = 0
+	for k, v := range done {
+		if k != "" {
+			done[""] += v
+		}
+	}
 	for u, st := range a.put(t, append(acks, known("c", "https://h0.example/never-queued", 0), known("c", "https://h1.example/later", uint64(e.clk.Now().Add(time.Hour).Unix())))...) {
 		if st != pb.AckMessage_OK {
 			t.Fatalf("known update of %s: %v", u, st)
@@ -604,8 +620,10 @@ func TestCountsAgree(t *testing.T) {
 			var fast, read *pb.Long
 			var st *pb.Stats
 			// Each server reaches the others' writes within milliseconds:
-			// the three answers agree and are the expected count.
-			eventually(t, fmt.Sprintf("queue %q counts %d URLs", key, want[key]), func() bool {
+			// the three answers agree and are the expected counts;
+			// CountURLs counts the completed URLs too, as the reference.
+			all := want[key] + done[key]
+			eventually(t, fmt.Sprintf("queue %q counts %d URLs, %d completed", key, all, done[key]), func() bool {
 				var err error
 				if fast, err = n.client.CountURLs(ctx, &pb.CountUrlParams{CrawlID: "c", Key: key}); err != nil {
 					t.Fatal(err)
@@ -616,7 +634,8 @@ func TestCountsAgree(t *testing.T) {
 				if st, err = n.client.GetStats(ctx, &pb.QueueWithinCrawlParams{CrawlID: "c", Key: key}); err != nil {
 					t.Fatal(err)
 				}
-				return fast.GetValue() == want[key] && read.GetValue() == want[key] && st.GetSize()+uint64(st.GetInProcess()) == want[key]
+				return fast.GetValue() == all && read.GetValue() == all && st.GetSize()+uint64(st.GetInProcess()) == want[key] &&
+					st.GetCounts()["completed"] == done[key]
 			})
 		}
 	}

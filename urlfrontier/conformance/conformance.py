@@ -230,19 +230,21 @@ class OneServer(unittest.TestCase):
         self.assertEqual((stats.size, stats.numberOfQueues, stats.counts["active_queues"], stats.crawlID), (7, 6, 6, c))
         self.assertEqual(s.stub.CountURLs(pb.CountUrlParams(crawlID=c, filter="page", ignoreCase=True)).value, 1)
         self.assertEqual(s.stub.CountURLs(pb.CountUrlParams(crawlID=c, filter="page")).value, 0)
+        # Known items, as the reference lists them: due since they were stored.
         items = list(s.stub.ListURLs(pb.ListUrlParams(crawlID=c, key="l.example")))
-        self.assertEqual([i.discovered.info.url for i in items], ["https://l.example/Page", "https://l.example/other"])
-        self.assertEqual(list(items[0].discovered.info.metadata["source"].values), ["x", "y"])
+        self.assertEqual([i.known.info.url for i in items], ["https://l.example/Page", "https://l.example/other"])
+        self.assertEqual(list(items[0].known.info.metadata["source"].values), ["x", "y"])
         self.assertGreater(items[0].creation_date, 0)
+        self.assertEqual(items[0].known.refetchable_from_date, items[0].creation_date)
         st = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://l.example/Page", crawlID=c))
-        self.assertEqual(st.discovered.info.url, "https://l.example/Page")
+        self.assertEqual((st.known.info.url, st.known.refetchable_from_date), ("https://l.example/Page", items[0].creation_date))
         s.get(c, key="l.example", lease=120)
         st = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://l.example/Page", crawlID=c))
         self.assertTrue(st.HasField("known"))  # in process: back at the lease's end
         self.assertGreater(st.known.refetchable_from_date, time.time() + 100)
         s.put(known("https://l.example/Page", c))
         st = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://l.example/Page", crawlID=c))
-        self.assertEqual(st.known.refetchable_from_date, 0)  # completed: probably seen
+        self.assertEqual(st.known.refetchable_from_date, 0)  # completed: exact, the store keeps it
         with self.assertRaises(grpc.RpcError) as e:
             s.stub.GetURLStatus(pb.URLStatusRequest(url="https://l.example/never", crawlID=c))
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
