@@ -22,8 +22,10 @@ import sys
 import tempfile
 import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+from google.protobuf import json_format
 
 WORK = tempfile.mkdtemp(prefix="sieve-conformance-")
 PROTO = os.environ["SIEVE_PROTO"]
@@ -322,6 +324,130 @@ class OneServer(unittest.TestCase):
         self.assertEqual(sorted(s.get(c, per_queue=1000, lease=60)), sorted(urls))
         self.assertEqual(set(acks.values()) - {OK, SKIPPED}, set())
         self.assertEqual(s.put(disc("https://after.example/", c)), {"https://after.example/": OK})
+
+
+class ReferenceClient(unittest.TestCase):
+    """What the reference service's own tests (crawler-commons/url-frontier
+    2.6, module tests/) check, as a client of the reference would use serve:
+    the crawl DEFAULT and others, each test starting from an empty frontier
+    on a serve of its own class. Written for Sieve; none of their code."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Serve("--embedded", "--data-dir", tempfile.mkdtemp(dir=WORK))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.stop()
+
+    def setUp(self):
+        # As upstream's setup: delete what a test before left, including a
+        # crawl that may not exist (0, not an error).
+        for c in list(self.s.stub.ListCrawls(pb.Local(local=True)).values) + ["BESPOKE", ""]:
+            self.s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=c))
+        self.assertEqual(list(self.s.stub.ListCrawls(pb.Local(local=True)).values), [])
+
+    def stats(self, crawl="", key=""):
+        return self.s.stub.GetStats(pb.QueueWithinCrawlParams(crawlID=crawl, key=key))
+
+    def test_never_refetched(self):
+        s = self.s
+        self.assertEqual(s.put(known("http://key1.com/", key="key1.com")), {"http://key1.com/": OK})
+        self.assertEqual(s.get("DEFAULT", key="key1.com", per_queue=1, lease=2), [])
+
+    def test_right_order(self):
+        s = self.s
+        now = int(time.time())
+        s.put(known("http://key1.com/later", key="key1.com", refetch=now),
+              known("http://key1.com/sooner", key="key1.com", refetch=now - 10000))
+        self.assertEqual(s.get("DEFAULT", key="key1.com", per_queue=2, lease=2)[0], "http://key1.com/sooner")
+
+    def test_updates(self):
+        s = self.s
+        acks = list(s.stub.PutURLs(iter([disc("http://key1.com/", key="key1.com")] * 2), timeout=30))
+        self.assertEqual([a.status for a in acks], [OK, SKIPPED])  # two acks, one URL
+        self.assertEqual(len(s.stub.ListQueues(pb.Pagination()).values), 1)
+        self.assertEqual(s.get("DEFAULT", key="key1.com", per_queue=1, lease=2), ["http://key1.com/"])
+        st = self.stats(key="key1.com")
+        self.assertEqual((st.numberOfQueues, st.inProcess), (1, 1))
+        self.assertEqual(s.get("DEFAULT", key="key1.com", per_queue=1, lease=2), [])  # in process
+        time.sleep(2)  # the lease ends
+        st = self.stats(key="key1.com")
+        self.assertEqual((st.numberOfQueues, st.inProcess), (1, 0))
+        self.assertEqual(s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="key1.com")).value, 1)
+        self.assertEqual(self.stats(key="key1.com").numberOfQueues, 0)
+
+    def test_queue_names(self):
+        s = self.s
+        s.put(disc("http://gac.icann.org?language_id=9"))  # no key, no path: the host is the queue
+        self.assertEqual(self.stats(key="gac.icann.org").size, 1)
+        self.assertEqual(s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="gac.icann.org")).value, 1)
+
+    def test_crawl_ids(self):
+        s = self.s
+        self.assertEqual(list(s.stub.ListCrawls(pb.Local()).values), [])
+        s.put(disc("http://urlfrontier.net/", "BESPOKE"))
+        s.put(disc("http://urlfrontier.net/"))            # implicit DEFAULT
+        s.put(disc("http://urlfrontier.net/", "DEFAULT"))  # explicit: the same URL again
+        for crawl, want in (("", "DEFAULT"), ("BESPOKE", "BESPOKE")):
+            st = self.stats(crawl)
+            self.assertEqual((st.size, st.crawlID, st.numberOfQueues), (1, want, 1))
+        s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value="BESPOKE"))
+        st = self.stats("BESPOKE")  # deleted: stats of zero, not NOT_FOUND
+        self.assertEqual((st.crawlID, st.size), ("BESPOKE", 0))
+        s.stub.DeleteCrawl(pb.DeleteCrawlMessage())
+        self.assertEqual(self.stats("").size, 0)
+
+    def dump(self, threads=1):
+        """The reference client's DumpURLs: JSON lines of the items
+        ListURLs gives, each crawl whole, or queue by queue on threads."""
+        s = self.s
+        crawls = list(s.stub.ListCrawls(pb.Local(local=True)).values)
+        if threads == 1:
+            items = [it for c in crawls for it in s.stub.ListURLs(pb.ListUrlParams(crawlID=c, size=2**31 - 1))]
+        else:
+            work = [(c, q) for c in crawls
+                    for q in s.stub.ListQueues(pb.Pagination(crawlID=c, include_inactive=True, local=True, size=10000)).values]
+            with ThreadPoolExecutor(threads) as pool:
+                lists = pool.map(lambda cq: list(s.stub.ListURLs(pb.ListUrlParams(crawlID=cq[0], key=cq[1], size=2**31 - 1))), work)
+            items = [it for l in lists for it in l]
+        return [json_format.MessageToJson(it, indent=None) for it in items]
+
+    def reload(self, lines):
+        """Empty the frontier, then the reference client's PutURLs -f."""
+        for c in self.s.stub.ListCrawls(pb.Local(local=True)).values:
+            self.s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=c))
+        self.assertEqual(list(self.s.stub.ListCrawls(pb.Local(local=True)).values), [])
+        items = [json_format.Parse(l, pb.URLItem()) for l in lines]
+        self.assertEqual(set(self.s.put(*items).values()), {OK})
+
+    def test_dump_round_trip(self):
+        s = self.s
+        later = int(time.time()) + 3600
+        self.assertEqual(len(s.put(disc("http://example.com/discovered", key="example.com", meta={"source": ["seed"]}),
+                                   known("http://example.com/done", key="example.com"),
+                                   known("http://example.com/later", key="example.com", refetch=later),
+                                   disc("http://bespoke.com/", "BESPOKE", key="bespoke.com"))), 4)
+        lines = self.dump()
+        self.assertEqual(len(lines), 4)
+        self.assertTrue(all(json_format.Parse(l, pb.URLItem()).HasField("known") for l in lines))
+        self.reload(lines)
+
+        def status(url):
+            return s.stub.GetURLStatus(pb.URLStatusRequest(url=url, key="example.com", crawlID="DEFAULT")).known
+        self.assertEqual(status("http://example.com/done").refetchable_from_date, 0)
+        self.assertEqual(status("http://example.com/later").refetchable_from_date, later)
+        self.assertEqual(list(status("http://example.com/discovered").info.metadata["source"].values), ["seed"])
+        self.assertEqual(s.stub.CountURLs(pb.CountUrlParams(crawlID="BESPOKE")).value, 1)
+
+    def test_parallel_dump(self):
+        s = self.s
+        s.put(*[disc("http://site%d.com/page%d" % (i % 10, i)) for i in range(20)], disc("http://bespoke.com/", "BESPOKE"))
+        lines = self.dump(threads=4)
+        self.assertEqual(len(lines), 21)
+        self.reload(lines)
+        self.assertEqual(s.stub.CountURLs(pb.CountUrlParams(crawlID="DEFAULT")).value, 20)
+        self.assertEqual(s.stub.CountURLs(pb.CountUrlParams(crawlID="BESPOKE")).value, 1)
 
 
 class Restart(unittest.TestCase):
