@@ -1,0 +1,174 @@
+package auth
+
+import (
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configures an Authenticator. Zero values mean the defaults.
+type Options struct {
+	// Server names the server in metrics and logs ("urlfrontier",
+	// "http").
+	Server string
+	// Tokens is the tokens file's current set (nil: no token is known).
+	Tokens *TokenFile
+	// Identities maps client certificates' names to roles (nil: a
+	// certificate gives no role).
+	Identities Identities
+	// Registerer receives sieve_auth_refusals_total (nil: none). Two
+	// Authenticators of one process may share it.
+	Registerer prometheus.Registerer
+	// Logger logs refusals (nil: discard).
+	Logger *slog.Logger
+}
+
+// Authenticator answers who a client is and whether it may make a call.
+// It is safe for concurrent use; it owns nothing to close (the TokenFile
+// is its caller's).
+type Authenticator struct {
+	o        Options
+	refusals *prometheus.CounterVec
+}
+
+// Credentials are what a client presented for one call.
+type Credentials struct {
+	// Authorization is the values of its Authorization header (HTTP) or
+	// authorization metadata (gRPC).
+	Authorization []string
+	// Certificate is its client certificate, verified by crypto/tls
+	// (nil: none).
+	Certificate *x509.Certificate
+	// Addr is the client's address, for the logs.
+	Addr string
+}
+
+// Identity is an authenticated client.
+type Identity struct {
+	// Name is the token's name or the certificate's name that gave the
+	// role.
+	Name string
+	Role Role
+}
+
+// New returns an Authenticator.
+func New(o Options) *Authenticator {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	a := &Authenticator{o: o, refusals: refusalsCounter(o.Registerer)}
+	for _, r := range Reasons { // every reason shows, at 0, from the start
+		a.refusals.WithLabelValues(o.Server, string(r))
+	}
+	return a
+}
+
+// refusalsCounter returns the counter registered on reg, or the one
+// another Authenticator registered there.
+func refusalsCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sieve_auth_refusals_total",
+		Help: "Calls refused by Sieve's own servers, by server and reason (missing, malformed, oversized, unknown_token, no_role, forbidden, unmapped_call)."},
+		[]string{"server", "reason"})
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+// Enabled reports whether any credential is configured: without one, an
+// Authenticator refuses every call, and a server should not use it.
+func (a *Authenticator) Enabled() bool {
+	return a.o.Tokens != nil || len(a.o.Identities) > 0
+}
+
+// Authorize checks that c proves an identity whose role allows need, and
+// returns it. call names what is asked, for the refusal. A refusal is a
+// *Refusal, counted and logged.
+func (a *Authenticator) Authorize(c Credentials, call string, need Role) (Identity, error) {
+	id, reason := a.authenticate(c)
+	if reason == "" {
+		switch {
+		case need == None:
+			reason = ReasonUnmapped
+		case id.Role == None:
+			reason = ReasonNoRole
+		case !id.Role.Allows(need):
+			reason = ReasonForbidden
+		}
+	}
+	if reason == "" {
+		return id, nil
+	}
+	r := &Refusal{Reason: reason, Call: call, Name: id.Name, Role: id.Role, Need: need}
+	a.refusals.WithLabelValues(a.o.Server, string(reason)).Inc()
+	a.o.Logger.Warn("auth: refused", "server", a.o.Server, "reason", string(reason), "call", call,
+		"client", c.Addr, "name", id.Name, "role", id.Role.String(), "need", need.String())
+	return id, r
+}
+
+// authenticate returns the identity c proves, or the reason it proves
+// none. A token and a certificate give the higher of their roles; a token
+// presented and bad is refused whatever the certificate.
+func (a *Authenticator) authenticate(c Credentials) (Identity, Reason) {
+	var id Identity
+	have := false
+	if c.Certificate != nil {
+		id.Name, id.Role = a.o.Identities.Role(c.Certificate)
+		have = true
+	}
+	switch len(c.Authorization) {
+	case 0:
+		if !have {
+			return id, ReasonMissing
+		}
+		return id, ""
+	case 1:
+	default:
+		return id, ReasonMalformed
+	}
+	token, ok := BearerToken(c.Authorization[0])
+	if !ok {
+		return id, ReasonMalformed
+	}
+	if reason := checkToken(token); reason != "" {
+		return id, reason
+	}
+	var tokens *Tokens
+	if a.o.Tokens != nil {
+		tokens = a.o.Tokens.Tokens()
+	}
+	name, role, found := tokens.lookup(token)
+	if !found {
+		return id, ReasonUnknownToken
+	}
+	if role > id.Role || !have {
+		id = Identity{Name: name, Role: role}
+	}
+	return id, ""
+}
+
+// BearerToken returns the token of an Authorization value "Bearer <token>"
+// (the scheme in any case, RFC 7235 section 2.1), or ok false.
+func BearerToken(authorization string) (token string, ok bool) {
+	scheme, token, found := strings.Cut(authorization, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
+}
+
+// Refusals returns the refusals counter (for tests and callers that count
+// a refusal decided elsewhere).
+func (a *Authenticator) Refusals() *prometheus.CounterVec { return a.refusals }

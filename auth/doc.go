@@ -1,0 +1,50 @@
+// Package auth decides who a client of Sieve's own servers is and what it
+// may do: the URLFrontier gRPC API and the HTTP surface both ask it.
+//
+// # Roles
+//
+// Every credential maps to one Role, and roles are ordered: Read < Crawl <
+// Admin. A role allows everything a lower one does (Role.Allows), so a
+// check is one comparison with the role a call needs. Read sees (listings,
+// statistics, the live page, metrics); Crawl is what a fetcher needs on top
+// (taking and putting URLs); Admin changes the frontier's state (deleting,
+// purging, blocking, pausing).
+//
+// # Credentials
+//
+// A bearer token is read from a file, never from a flag that ps shows: a
+// CSV file of "token,name,role" lines, after Kubernetes' static token file
+// (kube-apiserver --token-auth-file); the name is what logs show instead
+// of the secret. Tokens (ParseTokens) parses it with encoding/csv;
+// TokenFile keeps a file's current set, re-reading the file every
+// interval and swapping the set when its bytes changed, so a token is
+// rotated by rewriting the file (or a Kubernetes secret's symlink) while
+// clients stay connected: a call is checked against the set of the moment
+// it arrives. A file that no longer parses keeps the last good set and is
+// reported, never leaves the server open.
+//
+// A presented token is looked up in constant time: the set keeps the
+// SHA-256 of each token, the presented token is hashed too, and every
+// digest is compared with crypto/subtle without stopping at a match, so
+// neither the position of a match nor the length of a token shows in the
+// time taken. A token longer than MaxTokenBytes is refused before it is
+// hashed, and one with a character outside RFC 6750's b64token syntax is
+// refused as malformed.
+//
+// A client certificate, already verified by crypto/tls against the
+// configured client CA, names an identity by its subject common name and
+// its DNS, URI and e-mail subject alternative names; Identities maps such
+// names to roles. A client presenting both a certificate and a token gets
+// the higher of the two roles, but a bad token is refused even beside a
+// good certificate: a credential that was presented and is wrong is an
+// error, not an absence.
+//
+// # Refusals
+//
+// Authenticator.Authenticate and Authorize answer a *Refusal whose Reason
+// is one of the Reason constants: ErrUnauthenticated (no credential, or a
+// bad one) or ErrForbidden (a role too low) match it with errors.Is. Each
+// refusal is counted in sieve_auth_refusals_total{server,reason} and
+// logged with the client's address, the call and, when known, the
+// identity's name, never the token.
+package auth
