@@ -47,4 +47,20 @@
 // refusal is counted in sieve_auth_refusals_total{server,reason} and
 // logged with the client's address, the call and, when known, the
 // identity's name, never the token.
+//
+// # gRPC
+//
+// Authenticator.GRPCOptions are the interceptors of a grpc.Server: each
+// call's credentials are its authorization metadata and the certificate
+// crypto/tls verified; the role it needs is looked up by its full method
+// name, and a method given no role is refused to everyone.
+//
+// # TLS
+//
+// CertFile serves a server certificate and key read from files through
+// tls.Config.GetCertificate, re-reading them every interval as TokenFile
+// does, so a renewed certificate is served to new connections without a
+// restart; ServerTLS builds the tls.Config, with a client CA for mutual
+// TLS when one is given (clients without a certificate are still let in,
+// to authenticate with a token, unless RequireClientCert).
 package auth

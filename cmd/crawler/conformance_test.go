@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/sievecrawl/sieve/auth/authtest"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/redistest"
 )
@@ -53,6 +55,7 @@ func TestURLFrontierConformance(t *testing.T) {
 		"SIEVE_NATS="+ns.URL(),
 		"SIEVE_REDIS="+rs.URL(),
 		"TMPDIR="+t.TempDir(),
+		"SIEVE_TLS="+conformanceTLS(t),
 	)
 	out, err := cmd.CombinedOutput()
 	t.Logf("conformance suite:\n%s", out)
@@ -62,4 +65,29 @@ func TestURLFrontierConformance(t *testing.T) {
 	if bytes.Contains(out, []byte("skipped=")) {
 		t.Fatal("the conformance suite skipped tests: every one must run")
 	}
+}
+
+// conformanceTLS writes the files of the suite's Secured tests and a JSON
+// file naming them (SIEVE_TLS): a CA, serve's certificate, a client
+// certificate of the CA for fetcher-2, a client certificate of another CA,
+// and a tokens file with a token per role.
+func conformanceTLS(t *testing.T) string {
+	ca, foreign := authtest.NewCA(t, "conformance CA"), authtest.NewCA(t, "another CA")
+	server, client, stranger := ca.Server(t, "serve"), ca.Client(t, "fetcher-2"), foreign.Client(t, "fetcher-2")
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	authtest.WriteFile(t, tokens, []byte(testTokens))
+	files := map[string]string{
+		"ca": ca.CertFile, "cert": server.CertFile, "key": server.KeyFile, "tokens": tokens,
+		"client_cert": client.CertFile, "client_key": client.KeyFile,
+		"foreign_cert": stranger.CertFile, "foreign_key": stranger.KeyFile, "foreign_ca": foreign.CertFile,
+		"read": testReadToken, "crawl": testCrawlToken, "admin": testAdminToken,
+	}
+	b, err := json.Marshal(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tls.json")
+	authtest.WriteFile(t, path, b)
+	return path
 }

@@ -60,6 +60,11 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 			return err
 		}
 	}
+	sec, err := openServerSecurity("urlfrontier", s.URLFrontier.Security, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer sec.close()
 	lis, err := net.Listen("tcp", s.URLFrontier.Addr)
 	if err != nil {
 		return fmt.Errorf("urlfrontier.addr: %w", err)
@@ -114,11 +119,11 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	}
 	defer srv.Close()
 	loading.Store("")
-	g := grpc.NewServer(srv.ServerOptions(int(u.MaxMessageBytes))...)
+	g := grpc.NewServer(append(srv.ServerOptions(int(u.MaxMessageBytes)), sec.grpcOptions(urlfrontier.Roles())...)...)
 	srv.Register(g)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
-	fmt.Fprintf(stderr, "urlfrontier listening on %s\n", lis.Addr())
+	fmt.Fprintf(stderr, "urlfrontier listening on %s (%s)\n", lis.Addr(), sec.describe())
 	select {
 	case <-ctx.Done():
 	case err := <-served:

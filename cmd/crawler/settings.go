@@ -40,6 +40,8 @@ type urlfrontierSettings struct {
 	DefaultLease    time.Duration `yaml:"default_lease" help:"time a handed-out URL waits for its update before it is handed out again, when GetURLs asks for 0"`
 	MaxBatch        int           `yaml:"max_batch" help:"most URLs in one PutDiscovered batch; a larger batch ends its stream with INVALID_ARGUMENT"`
 	MaxMessageBytes config.Bytes  `yaml:"max_message_bytes" help:"largest gRPC message received; a larger one is refused with RESOURCE_EXHAUSTED"`
+	// Security is the API's TLS and authentication (issue 29).
+	Security config.ServerSecurity `yaml:",inline"`
 }
 
 func defaultURLFrontier() urlfrontierSettings {
@@ -65,6 +67,7 @@ func (u urlfrontierSettings) validate() error {
 	if u.MaxMessageBytes < 1024 {
 		bad("urlfrontier.max_message_bytes", "must be at least 1KiB")
 	}
+	errs = append(errs, u.Security.Validate("urlfrontier"))
 	return errors.Join(errs...)
 }
 

@@ -9,11 +9,16 @@ and grpc_python_plugin. The environment gives:
   SIEVE_PROTO    urlfrontier.proto
   SIEVE_NATS     a NATS server (JetStream) for the two-server tests
   SIEVE_REDIS    a Redis server for them
+  SIEVE_TLS      a JSON file naming the TLS and token files of the secured
+                 tests: a CA, serve's certificate, a client certificate of
+                 that CA (fetcher-2, given the crawl role), one of another
+                 CA, and a tokens file with a token per role
 
 cmd/crawler's TestURLFrontierConformance builds the binary, starts the
 servers and runs this file; it prints unittest's summary and exits non-zero
 on any failure.
 """
+import json
 import os
 import re
 import signal
@@ -44,7 +49,7 @@ LISTENING = re.compile(r"urlfrontier listening on (\S+)")
 class Serve:
     """One `crawler serve` process and a client of it."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, credentials=None):
         # Each process keeps its index of the queues in a data dir of its
         # own unless told one (a restart on its directory).
         if "--data-dir" not in args:
@@ -64,7 +69,10 @@ class Serve:
                 raise RuntimeError("serve did not start: " + open(self.log.name).read())
             else:
                 time.sleep(0.02)
-        self.channel = grpc.insecure_channel(self.addr)
+        if credentials is None:
+            self.channel = grpc.insecure_channel(self.addr)
+        else:
+            self.channel = grpc.secure_channel(self.addr, credentials)
         self.stub = rpc.URLFrontierStub(self.channel)
 
     def kill(self):
@@ -516,6 +524,114 @@ class TwoServers(unittest.TestCase):
         finally:
             a.stop()
             b.stop()
+
+
+ALLOWED = "allowed"
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@unittest.skipUnless(os.environ.get("SIEVE_TLS"), "needs SIEVE_TLS")
+class Secured(unittest.TestCase):
+    """serve with TLS, client certificates and tokens (issue 29): each
+    role's calls are answered, the others refused with UNAUTHENTICATED
+    or PERMISSION_DENIED, and bad TLS is refused in the handshake."""
+
+    @classmethod
+    def setUpClass(cls):
+        with open(os.environ["SIEVE_TLS"]) as f:
+            cls.f = json.load(f)
+        f = cls.f
+        cls.s = Serve("--embedded", "--urlfrontier-tls-cert", f["cert"], "--urlfrontier-tls-key", f["key"],
+                      "--urlfrontier-tls-client-ca", f["ca"], "--urlfrontier-tokens-file", f["tokens"],
+                      "--urlfrontier-client-roles", "fetcher-2=crawl",
+                      credentials=grpc.ssl_channel_credentials(read(f["ca"])))
+        cls.channels = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for c in cls.channels:
+            c.close()
+        cls.s.stop()
+
+    def stub(self, token=None, client=None, ca=None):
+        """A stub on a channel of its own: TLS trusting ca (serve's CA by
+        default), presenting the client certificate client ("client" or
+        "foreign"), sending token as grpc's access-token credentials."""
+        f = self.f
+        key = cert = None
+        if client:
+            key, cert = read(f[client + "_key"]), read(f[client + "_cert"])
+        creds = grpc.ssl_channel_credentials(read(ca or f["ca"]), key, cert)
+        if token is not None:
+            creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
+        ch = grpc.secure_channel(self.s.addr, creds)
+        self.channels.append(ch)
+        return rpc.URLFrontierStub(ch)
+
+    def code(self, call):
+        """The call's refusal code, or ALLOWED: any answer past the
+        checks (NOT_FOUND for a crawl not there is an answer)."""
+        try:
+            call()
+            return ALLOWED
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAVAILABLE):
+                return e.code()
+            return ALLOWED
+
+    def calls(self, stub):
+        """One call of each role: GetStats and ListURLs (read), PutURLs
+        and GetURLs (crawl), SetDelay and DeleteCrawl (admin)."""
+        c = "secured"
+        get = pb.GetParams(crawlID=c, max_urls_per_queue=1)
+        return [
+            self.code(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID=c), timeout=10)),
+            self.code(lambda: list(stub.ListURLs(pb.ListUrlParams(crawlID=c), timeout=10))),
+            self.code(lambda: list(stub.PutURLs(iter([disc("https://secured.example/", c)]), timeout=10))),
+            self.code(lambda: list(stub.GetURLs(get, timeout=10))),
+            self.code(lambda: stub.SetDelay(pb.QueueDelayParams(key="", delay_requestable=0, crawlID=c), timeout=10)),
+            self.code(lambda: stub.DeleteCrawl(pb.DeleteCrawlMessage(value="secured-other"), timeout=10)),
+        ]
+
+    def test_roles(self):
+        S = grpc.StatusCode
+        ok, unauth, denied = ALLOWED, S.UNAUTHENTICATED, S.PERMISSION_DENIED
+        f = self.f
+        cases = [
+            ("no token", self.stub(), [unauth] * 6),
+            ("read token", self.stub(f["read"]), [ok, ok, denied, denied, denied, denied]),
+            ("crawl token", self.stub(f["crawl"]), [ok, ok, ok, ok, denied, denied]),
+            ("admin token", self.stub(f["admin"]), [ok] * 6),
+            ("unknown token", self.stub("not-a-token-0123456789"), [unauth] * 6),
+            ("malformed token", self.stub("bad token"), [unauth] * 6),
+            ("oversized token", self.stub("x" * 4096), [unauth] * 6),
+            ("crawl certificate", self.stub(client="client"), [ok, ok, ok, ok, denied, denied]),
+            ("crawl certificate, admin token", self.stub(f["admin"], client="client"), [ok] * 6),
+        ]
+        for name, stub, want in cases:
+            with self.subTest(name):
+                self.assertEqual(self.calls(stub), want)
+
+    def test_bad_tls_refused_in_handshake(self):
+        f = self.f
+        plain = grpc.insecure_channel(self.s.addr)
+        self.channels.append(plain)
+        cases = [
+            ("plain text", rpc.URLFrontierStub(plain)),
+            ("client trusting another CA", self.stub(f["admin"], ca=f["foreign_ca"])),
+            ("client certificate of another CA", self.stub(f["admin"], client="foreign")),
+        ]
+        for name, stub in cases:
+            with self.subTest(name):
+                self.assertEqual(self.code(lambda: stub.GetStats(pb.QueueWithinCrawlParams(), timeout=5)),
+                                 grpc.StatusCode.UNAVAILABLE)
+        # and serve goes on answering the others
+        self.assertEqual(self.code(lambda: self.stub(f["read"]).GetStats(pb.QueueWithinCrawlParams(), timeout=10)),
+                         ALLOWED)
 
 
 if __name__ == "__main__":

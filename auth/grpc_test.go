@@ -1,0 +1,205 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/sievecrawl/sieve/auth"
+	"github.com/sievecrawl/sieve/auth/authtest"
+	"github.com/sievecrawl/sieve/internal/leaktest"
+)
+
+// healthRoles gives grpc's own health service's calls roles, so that a
+// real server and client carry the interceptors' cases: Check is read,
+// Watch (a stream) crawl, List admin.
+var healthRoles = map[string]auth.Role{
+	healthpb.Health_Check_FullMethodName: auth.Read,
+	healthpb.Health_Watch_FullMethodName: auth.Crawl,
+	healthpb.Health_List_FullMethodName:  auth.Admin,
+}
+
+type grpcServer struct {
+	addr   string
+	ca     *authtest.CA
+	tokens string // the tokens file
+	cert   authtest.Pair
+	auth   *auth.Authenticator
+}
+
+// startGRPC serves grpc's health service over TLS (a certificate of a new
+// CA, reloaded every 10 ms), with client certificates of that CA verified
+// if given, the tokens of tokensFile and the identity "fetcher-2" as
+// crawl, on a free loopback port until the test ends.
+func startGRPC(t *testing.T) *grpcServer {
+	t.Helper()
+	ca := authtest.NewCA(t, "sieve test CA")
+	s := &grpcServer{ca: ca, cert: ca.Server(t, "server"), tokens: filepath.Join(t.TempDir(), "tokens.csv")}
+	authtest.WriteFile(t, s.tokens, []byte(tokensFile))
+	fo := auth.FileOptions{Interval: 10 * time.Millisecond}
+	tokens, err := auth.OpenTokenFile(s.tokens, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := auth.OpenCertFile(s.cert.CertFile, s.cert.KeyFile, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: ca.CertFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.auth = auth.New(auth.Options{Server: "test", Tokens: tokens, Identities: auth.Identities{"fetcher-2": auth.Crawl}})
+	g := grpc.NewServer(append(s.auth.GRPCOptions(healthRoles), grpc.Creds(credentials.NewTLS(cfg)))...)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = lis.Addr().String()
+	done := make(chan struct{})
+	go func() { defer close(done); g.Serve(lis) }()
+	t.Cleanup(func() { g.Stop(); <-done; certs.Close(); tokens.Close() })
+	return s
+}
+
+func dial(t *testing.T, addr string, cfg *tls.Config) healthpb.HealthClient {
+	t.Helper()
+	return healthpb.NewHealthClient(authtest.Dial(t, addr, cfg))
+}
+
+// call makes the call that needs role need and returns its code.
+func call(c healthpb.HealthClient, ctx context.Context, need auth.Role) codes.Code {
+	var err error
+	switch need {
+	case auth.Read:
+		_, err = c.Check(ctx, &healthpb.HealthCheckRequest{})
+	case auth.Crawl:
+		var w grpc.ServerStreamingClient[healthpb.HealthCheckResponse]
+		if w, err = c.Watch(ctx, &healthpb.HealthCheckRequest{}); err == nil {
+			_, err = w.Recv()
+		}
+	case auth.Admin:
+		_, err = c.List(ctx, &healthpb.HealthListRequest{})
+	}
+	return status.Code(err)
+}
+
+func TestGRPCRoles(t *testing.T) {
+	t.Cleanup(leaktest.Check(t)) // after the server's and clients' cleanups
+	s := startGRPC(t)
+	plain := dial(t, s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+	withCert := dial(t, s.addr, s.ca.ClientTLS(t, s.ca.Client(t, "fetcher-2")))
+	stranger := dial(t, s.addr, s.ca.ClientTLS(t, s.ca.Client(t, "stranger")))
+	const ok, unauth, denied = codes.OK, codes.Unauthenticated, codes.PermissionDenied
+	tests := []struct {
+		name   string
+		client healthpb.HealthClient
+		token  string
+		want   [3]codes.Code // read, crawl (a stream), admin
+	}{
+		{"no credential", plain, "", [3]codes.Code{unauth, unauth, unauth}},
+		{"read token", plain, readToken, [3]codes.Code{ok, denied, denied}},
+		{"crawl token", plain, crawlToken, [3]codes.Code{ok, ok, denied}},
+		{"admin token", plain, adminToken, [3]codes.Code{ok, ok, ok}},
+		{"unknown token", plain, "no-such-token-0123456789", [3]codes.Code{unauth, unauth, unauth}},
+		{"malformed token", plain, "a b", [3]codes.Code{unauth, unauth, unauth}},
+		{"oversized token (4 KiB)", plain, strings.Repeat("A", 4096), [3]codes.Code{unauth, unauth, unauth}},
+		{"crawl certificate", withCert, "", [3]codes.Code{ok, ok, denied}},
+		{"crawl certificate and admin token", withCert, adminToken, [3]codes.Code{ok, ok, ok}},
+		{"certificate of no role", stranger, "", [3]codes.Code{denied, denied, denied}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i, need := range []auth.Role{auth.Read, auth.Crawl, auth.Admin} {
+				if got := call(tt.client, authtest.Bearer(t, tt.token), need); got != tt.want[i] {
+					t.Errorf("a %s call: %v, want %v", need, got, tt.want[i])
+				}
+			}
+		})
+	}
+	if got := call(plain, authtest.Bearer(t, readToken), auth.Read); got != ok {
+		t.Fatalf("after the refusals, a good call: %v", got)
+	}
+}
+
+// TestGRPCTLSRefusals: a client that does not trust the server's CA, and a
+// client certificate of another CA, fail in the handshake; the server
+// goes on serving others.
+func TestGRPCTLSRefusals(t *testing.T) {
+	s := startGRPC(t)
+	other := authtest.NewCA(t, "another CA")
+	wrongCA := dial(t, s.addr, other.ClientTLS(t, authtest.Pair{}))
+	if got := call(wrongCA, authtest.Bearer(t, readToken), auth.Read); got != codes.Unavailable {
+		t.Errorf("a client trusting another CA: %v, want UNAVAILABLE (handshake refused)", got)
+	}
+	cfg := s.ca.ClientTLS(t, authtest.Pair{})
+	// Sent whatever the server asks for: crypto/tls's client would
+	// otherwise send none, not being of a CA the server names.
+	foreignCert := other.ClientTLS(t, other.Client(t, "fetcher-2")).Certificates[0]
+	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &foreignCert, nil }
+	foreign := dial(t, s.addr, cfg)
+	if got := call(foreign, authtest.Bearer(t, readToken), auth.Read); got != codes.Unavailable {
+		t.Errorf("a client certificate of another CA: %v, want UNAVAILABLE (handshake refused)", got)
+	}
+	good := dial(t, s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+	if got := call(good, authtest.Bearer(t, readToken), auth.Read); got != codes.OK {
+		t.Errorf("a good client after them: %v", got)
+	}
+}
+
+// TestGRPCRotation: a token rotated in its file while a client is
+// connected (on the same connection) and a certificate renewed under
+// another CA are used without a restart.
+func TestGRPCRotation(t *testing.T) {
+	s := startGRPC(t)
+	c := dial(t, s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+	stream, err := c.Watch(authtest.Bearer(t, crawlToken), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	const rotated = "crawl-token-rotated-0123456789"
+	authtest.WriteFile(t, s.tokens, []byte(strings.Replace(tokensFile, crawlToken, rotated, 1)))
+	waitFor(t, "the rotated token", func() bool { return call(c, authtest.Bearer(t, rotated), auth.Crawl) == codes.OK })
+	if got := call(c, authtest.Bearer(t, crawlToken), auth.Crawl); got != codes.Unauthenticated {
+		t.Fatalf("the old token: %v, want UNAUTHENTICATED", got)
+	}
+	// Renew the server's certificate under another CA: new connections
+	// get it, without a restart.
+	next := authtest.NewCA(t, "next CA")
+	renewed := next.Server(t, "server")
+	for _, f := range [][2]string{{renewed.KeyFile, s.cert.KeyFile}, {renewed.CertFile, s.cert.CertFile}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		authtest.WriteFile(t, f[1], b)
+	}
+	waitFor(t, "the renewed certificate", func() bool {
+		conn, err := tls.Dial("tcp", s.addr, next.ClientTLS(t, authtest.Pair{}))
+		if err != nil {
+			return false
+		}
+		conn.Close()
+		return true
+	})
+	renewedClient := dial(t, s.addr, next.ClientTLS(t, authtest.Pair{}))
+	if got := call(renewedClient, authtest.Bearer(t, rotated), auth.Read); got != codes.OK {
+		t.Fatalf("a client of the renewed certificate: %v", got)
+	}
+}

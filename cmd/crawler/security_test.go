@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sievecrawl/sieve/auth/authtest"
+	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+)
+
+// Tokens of the tests' tokens files, one per role.
+const (
+	testReadToken  = "read-0123456789abcdefghij"
+	testCrawlToken = "crawl-0123456789abcdefghij"
+	testAdminToken = "admin-0123456789abcdefghij"
+	testTokens     = "# token,name,role\n" +
+		testReadToken + ",dashboard,read\n" +
+		testCrawlToken + ",fetcher-1,crawl\n" +
+		testAdminToken + ",ops,admin\n"
+)
+
+// securedServe is a `crawler serve --embedded` in this process with TLS
+// (a certificate of its own CA), client certificates of that CA, the
+// tokens above and the certificate name "fetcher-2" as crawl.
+type securedServe struct {
+	addr, page string
+	ca         *authtest.CA
+	tokens     string
+	stderr     *syncBuffer
+}
+
+func startSecuredServe(t *testing.T) *securedServe {
+	t.Helper()
+	ca := authtest.NewCA(t, "serve test CA")
+	cert := ca.Server(t, "serve")
+	s := &securedServe{ca: ca, tokens: filepath.Join(t.TempDir(), "tokens.csv"), stderr: &syncBuffer{}}
+	authtest.WriteFile(t, s.tokens, []byte(testTokens))
+	s.addr = bootServe(t, s.stderr, "--urlfrontier-tls-cert", cert.CertFile, "--urlfrontier-tls-key", cert.KeyFile,
+		"--urlfrontier-tls-client-ca", ca.CertFile, "--urlfrontier-tokens-file", s.tokens,
+		"--urlfrontier-client-roles", "fetcher-2=crawl", "--http-addr", "127.0.0.1:0")
+	if m := watchAt.FindStringSubmatch(s.stderr.String()); m != nil {
+		s.page = strings.TrimSuffix(m[1], "/")
+	}
+	return s
+}
+
+// bootServe runs `crawler serve --embedded` with args in this process
+// until the test ends, and returns the API's address.
+func bootServe(t *testing.T, stderr *syncBuffer, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--embedded", "--data-dir", t.TempDir(), "--urlfrontier-addr", "127.0.0.1:0",
+			"--urlfrontier-default-delay", "0s"}, args...), io.Discard, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30s of its context")
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d: %s", code, stderr.String())
+		default:
+		}
+		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not listen within 30s: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func frontierClient(t *testing.T, addr string, cfg *tls.Config) pb.URLFrontierClient {
+	t.Helper()
+	return pb.NewURLFrontierClient(authtest.Dial(t, addr, cfg))
+}
+
+// frontierCalls makes one call of each role and returns their codes:
+// GetStats (read), PutDiscovered (crawl, a stream), SetLogLevel (admin).
+func frontierCalls(t *testing.T, c pb.URLFrontierClient, token string) [3]codes.Code {
+	t.Helper()
+	var out [3]codes.Code
+	_, err := c.GetStats(authtest.Bearer(t, token), &pb.QueueWithinCrawlParams{})
+	out[0] = status.Code(err)
+	b, err := c.PutDiscovered(authtest.Bearer(t, token))
+	if err == nil {
+		if err = b.Send(&pb.DiscoveredBatch{ID: "p", Items: []*pb.URLInfo{{Url: "https://example.com/"}}}); err == nil {
+			_, err = b.Recv()
+		}
+		b.CloseSend()
+	}
+	out[1] = status.Code(err)
+	_, err = c.SetLogLevel(authtest.Bearer(t, token), &pb.LogLevelParams{Level: pb.LogLevelParams_INFO})
+	out[2] = status.Code(err)
+	return out
+}
+
+// TestServeTLSAuth: serve's API over TLS answers each role's calls and
+// refuses the others, to Go's grpc client with tokens and with a client
+// certificate; a plain-text client gets nothing; /metrics counts the
+// refusals by reason; a token rotated in its file while the client stays
+// connected is taken.
+func TestServeTLSAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve")
+	}
+	s := startSecuredServe(t)
+	if !strings.Contains(s.stderr.String(), "(TLS, authenticated)") {
+		t.Fatalf("serve does not say it is secured: %s", s.stderr.String())
+	}
+	tlsClient := frontierClient(t, s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+	certClient := frontierClient(t, s.addr, s.ca.ClientTLS(t, s.ca.Client(t, "fetcher-2")))
+	const ok, unauth, denied = codes.OK, codes.Unauthenticated, codes.PermissionDenied
+	tests := []struct {
+		name   string
+		client pb.URLFrontierClient
+		token  string
+		want   [3]codes.Code // read, crawl, admin
+	}{
+		{"no token", tlsClient, "", [3]codes.Code{unauth, unauth, unauth}},
+		{"read token", tlsClient, testReadToken, [3]codes.Code{ok, denied, denied}},
+		{"crawl token", tlsClient, testCrawlToken, [3]codes.Code{ok, ok, denied}},
+		{"admin token", tlsClient, testAdminToken, [3]codes.Code{ok, ok, ok}},
+		{"unknown token", tlsClient, "not-a-token-0123456789", [3]codes.Code{unauth, unauth, unauth}},
+		{"oversized token", tlsClient, strings.Repeat("x", 8192), [3]codes.Code{unauth, unauth, unauth}},
+		{"crawl certificate", certClient, "", [3]codes.Code{ok, ok, denied}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := frontierCalls(t, tt.client, tt.token); got != tt.want {
+				t.Fatalf("read, crawl, admin calls = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	plain := frontierClient(t, s.addr, nil)
+	if got := frontierCalls(t, plain, testAdminToken); got[0] != codes.Unavailable {
+		t.Errorf("a plain-text client: %v, want UNAVAILABLE", got)
+	}
+	// Rotation while the client's connection stays open.
+	const rotated = "read-rotated-0123456789abcdef"
+	authtest.WriteFile(t, s.tokens, []byte(strings.Replace(testTokens, testReadToken, rotated, 1)))
+	deadline := time.Now().Add(15 * time.Second)
+	stats := func(token string) codes.Code {
+		_, err := tlsClient.GetStats(authtest.Bearer(t, token), &pb.QueueWithinCrawlParams{})
+		return status.Code(err)
+	}
+	for stats(rotated) != ok {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotated token was not taken within 15s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := stats(testReadToken); got != unauth {
+		t.Errorf("the old token after rotation: %v, want UNAUTHENTICATED", got)
+	}
+	resp, err := http.Get(s.page + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`sieve_auth_refusals_total{reason="missing",server="urlfrontier"} 3`,
+		`sieve_auth_refusals_total{reason="forbidden",server="urlfrontier"} 4`,
+		`sieve_auth_refusals_total{reason="oversized",server="urlfrontier"} 3`,
+		`sieve_urlfrontier_calls_total{code="PermissionDenied",rpc="SetLogLevel"} 3`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, secret := range []string{testReadToken, testCrawlToken, testAdminToken, rotated, "not-a-token"} {
+		if strings.Contains(s.stderr.String(), secret) {
+			t.Errorf("serve's log shows a token (%s)", secret)
+		}
+	}
+}

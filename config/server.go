@@ -1,0 +1,53 @@
+package config
+
+import (
+	"errors"
+
+	"github.com/sievecrawl/sieve/auth"
+)
+
+// ServerSecurity is the TLS and authentication of one of Sieve's own
+// servers (the URLFrontier API, the HTTP surface), set in its section:
+// urlfrontier.tls_cert, … (package auth says how each is used). Its zero
+// value is a server without TLS or authentication.
+type ServerSecurity struct {
+	TLSCert     string   `yaml:"tls_cert" help:"PEM certificate (chain) the server presents, with tls_key; re-read when the file changes, so a renewed certificate needs no restart. Empty: no TLS"`
+	TLSKey      string   `yaml:"tls_key" help:"PEM private key of tls_cert; re-read with it"`
+	TLSClientCA string   `yaml:"tls_client_ca" help:"PEM file of the CAs client certificates are verified against (mutual TLS); a client may still come without one and use a token, unless tls_client_required"`
+	TLSRequired bool     `yaml:"tls_client_required" help:"refuse, in the TLS handshake, a client without a certificate of tls_client_ca"`
+	TokensFile  string   `yaml:"tokens_file" help:"file of bearer tokens, CSV lines token,name,role (role read, crawl or admin; # comments); re-read when it changes, so tokens rotate without a restart. Never give a token on the command line"`
+	ClientRoles []string `yaml:"client_roles" help:"roles of client certificates (tls_client_ca), as name=role: name is the subject common name or a DNS, URI or e-mail subject alternative name; e.g. fetcher-1=crawl,ops.example=admin"`
+}
+
+// Authenticates reports whether the settings name any credential (tokens
+// or certificates' roles): the server then refuses unauthenticated calls.
+func (s ServerSecurity) Authenticates() bool {
+	return s.TokensFile != "" || len(s.ClientRoles) > 0
+}
+
+// Validate checks the settings of section (urlfrontier, http), naming the
+// offending one.
+func (s ServerSecurity) Validate(section string) error {
+	var errs []error
+	bad := func(field, msg string) {
+		errs = append(errs, &FieldError{Field: section + "." + field, Err: errors.New(msg)})
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		bad("tls_cert", "tls_cert and tls_key go together")
+	}
+	if s.TLSClientCA != "" && s.TLSCert == "" {
+		bad("tls_client_ca", "client certificates need TLS: set tls_cert and tls_key")
+	}
+	if s.TLSRequired && s.TLSClientCA == "" {
+		bad("tls_client_required", "needs tls_client_ca")
+	}
+	if len(s.ClientRoles) > 0 {
+		if s.TLSClientCA == "" {
+			bad("client_roles", "needs tls_client_ca, the CA that vouches for the names")
+		}
+		if _, err := auth.ParseIdentities(s.ClientRoles); err != nil {
+			bad("client_roles", err.Error())
+		}
+	}
+	return errors.Join(errs...)
+}
