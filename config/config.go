@@ -127,7 +127,23 @@ type Worker struct {
 // HTTP configures the watch server: the live page, /stats, /metrics,
 // /healthz, /readyz (package watch).
 type HTTP struct {
-	Addr string `yaml:"addr" help:"listen address of the live page, /stats, /metrics, /healthz and /readyz (loopback by default; :PORT listens on every interface); empty: no HTTP server"`
+	Addr string `yaml:"addr" help:"listen address of the live page, /stats, /metrics, /healthz and /readyz (loopback by default; :PORT listens on every interface, which needs http.insecure); empty: no HTTP server"`
+	// Insecure lets Addr be beyond loopback although the HTTP surface has
+	// no authentication yet (issue 29).
+	Insecure bool `yaml:"insecure" help:"serve the HTTP surface on an address beyond loopback (it has no authentication: anyone who reaches it can read the stats and query /contains), which is refused at start otherwise; a warning is logged at every start"`
+}
+
+// Exposure checks Addr: beyond loopback it needs Insecure, and then
+// warning is what to log at start.
+func (h HTTP) Exposure() (warning string, err error) {
+	switch {
+	case h.Addr == "" || Loopback(h.Addr):
+		return "", nil
+	case h.Insecure:
+		return fmt.Sprintf("http.addr %s is beyond loopback and anyone who reaches it can read the stats and query /contains (http.insecure is set)", h.Addr), nil
+	}
+	return "", &FieldError{Field: "http.addr", Err: fmt.Errorf(
+		"%s is beyond loopback and the HTTP surface has no authentication: bind it to loopback, or set http.insecure to serve it to anyone who reaches it", h.Addr)}
 }
 
 // Log configures logging.
@@ -219,6 +235,10 @@ func (c Config) Validate() error {
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			add(invalid("http.addr", "want host:port or :port, got %q", c.HTTP.Addr))
+		} else if _, err := c.HTTP.Exposure(); err != nil {
+			var fe *FieldError
+			errors.As(err, &fe)
+			add(fe)
 		}
 	}
 	switch c.Log.Level {

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"net"
 
 	"github.com/sievecrawl/sieve/auth"
 )
@@ -17,6 +19,7 @@ type ServerSecurity struct {
 	TLSRequired bool     `yaml:"tls_client_required" help:"refuse, in the TLS handshake, a client without a certificate of tls_client_ca"`
 	TokensFile  string   `yaml:"tokens_file" help:"file of bearer tokens, CSV lines token,name,role (role read, crawl or admin; # comments); re-read when it changes, so tokens rotate without a restart. Never give a token on the command line"`
 	ClientRoles []string `yaml:"client_roles" help:"roles of client certificates (tls_client_ca), as name=role: name is the subject common name or a DNS, URI or e-mail subject alternative name; e.g. fetcher-1=crawl,ops.example=admin"`
+	Insecure    bool     `yaml:"insecure" help:"serve on an address beyond loopback without authentication (no tokens_file, no client_roles), which is refused at start otherwise; a warning is logged at every start"`
 }
 
 // Authenticates reports whether the settings name any credential (tokens
@@ -50,4 +53,48 @@ func (s ServerSecurity) Validate(section string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Loopback reports whether addr (host:port) listens on loopback only: a
+// loopback IP or "localhost". An empty host (":7071") listens on every
+// interface, and another name may resolve anywhere: neither is loopback.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Exposure checks a server of section listening on addr: beyond loopback
+// without authentication, it is an error naming section.addr, unless
+// insecure (section.insecure) says so; then warning says what is exposed,
+// to be logged at every start. A server beyond loopback that
+// authenticates without TLS is warned of too: its tokens cross the
+// network in clear.
+func Exposure(section, addr string, authenticates, tls, insecure bool) (warning string, err error) {
+	if addr == "" || Loopback(addr) {
+		return "", nil
+	}
+	switch {
+	case authenticates && !tls:
+		return fmt.Sprintf("%s.addr %s is beyond loopback without TLS: its tokens cross the network in clear (set %s.tls_cert and %s.tls_key)",
+			section, addr, section, section), nil
+	case authenticates:
+		return "", nil
+	case insecure:
+		return fmt.Sprintf("%s.addr %s is beyond loopback and anyone who reaches it may call it (%s.insecure is set)", section, addr, section), nil
+	}
+	return "", &FieldError{Field: section + ".addr", Err: fmt.Errorf(
+		"%s is beyond loopback without authentication: set %s.tokens_file or %s.client_roles (see docs/security.md), or %s.insecure to serve it to anyone who reaches it",
+		addr, section, section, section)}
+}
+
+// Exposure is Exposure for this server's settings.
+func (s ServerSecurity) Exposure(section, addr string) (warning string, err error) {
+	return Exposure(section, addr, s.Authenticates(), s.TLSCert != "", s.Insecure)
 }

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sievecrawl/sieve/config"
@@ -45,5 +46,66 @@ func TestServerSecurityValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error of %s", err, tt.field)
 			}
 		})
+	}
+}
+
+func TestExposure(t *testing.T) {
+	tokens := config.ServerSecurity{TokensFile: "t.csv"}
+	secured := config.ServerSecurity{TokensFile: "t.csv", TLSCert: "c.pem", TLSKey: "k.pem"}
+	insecure := config.ServerSecurity{Insecure: true}
+	tests := []struct {
+		addr    string
+		s       config.ServerSecurity
+		err     bool
+		warning string // part of the warning, "" for none
+	}{
+		{"127.0.0.1:7071", config.ServerSecurity{}, false, ""},
+		{"[::1]:7071", config.ServerSecurity{}, false, ""},
+		{"localhost:7071", config.ServerSecurity{}, false, ""},
+		{"127.5.6.7:7071", config.ServerSecurity{}, false, ""}, // all of 127/8 is loopback
+		{"", config.ServerSecurity{}, false, ""},               // no server
+		{"0.0.0.0:7071", config.ServerSecurity{}, true, ""},
+		{":7071", config.ServerSecurity{}, true, ""}, // every interface
+		{"[::]:7071", config.ServerSecurity{}, true, ""},
+		{"10.0.0.5:7071", config.ServerSecurity{}, true, ""},
+		{"frontier.internal:7071", config.ServerSecurity{}, true, ""}, // a name may resolve anywhere
+		{"0.0.0.0:7071", insecure, false, "urlfrontier.insecure is set"},
+		{"0.0.0.0:7071", tokens, false, "without TLS"},
+		{"0.0.0.0:7071", secured, false, ""},
+		{"127.0.0.1:7071", tokens, false, ""},
+	}
+	for _, tt := range tests {
+		warning, err := tt.s.Exposure("urlfrontier", tt.addr)
+		if tt.err {
+			var fe *config.FieldError
+			if !errors.As(err, &fe) || fe.Field != "urlfrontier.addr" || !strings.Contains(err.Error(), "urlfrontier.insecure") {
+				t.Errorf("Exposure(%q, %+v) = %v, want an error of urlfrontier.addr naming urlfrontier.insecure", tt.addr, tt.s, err)
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(warning, tt.warning) || (tt.warning == "") != (warning == "") {
+			t.Errorf("Exposure(%q, %+v) = %q, %v, want a warning with %q", tt.addr, tt.s, warning, err, tt.warning)
+		}
+	}
+}
+
+func TestHTTPExposure(t *testing.T) {
+	c := config.Default()
+	c.HTTP.Addr = ":8080"
+	err := c.Validate()
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Field != "http.addr" || !strings.Contains(err.Error(), "http.insecure") {
+		t.Fatalf("Validate with http.addr :8080 = %v, want an error of http.addr naming http.insecure", err)
+	}
+	c.HTTP.Insecure = true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate with http.insecure = %v", err)
+	}
+	if w, _ := c.HTTP.Exposure(); !strings.Contains(w, "http.insecure is set") {
+		t.Fatalf("warning = %q", w)
+	}
+	c.HTTP = config.HTTP{Addr: "127.0.0.1:8080"}
+	if w, err := c.HTTP.Exposure(); w != "" || err != nil {
+		t.Fatalf("loopback: %q, %v", w, err)
 	}
 }

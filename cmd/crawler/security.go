@@ -22,8 +22,17 @@ type serverSecurity struct {
 }
 
 // openServerSecurity opens the files of sec, the settings of section
-// (urlfrontier, http).
-func openServerSecurity(section string, sec config.ServerSecurity, reg prometheus.Registerer, logger *slog.Logger) (_ *serverSecurity, err error) {
+// (urlfrontier, http) whose server listens on addr; it refuses an address
+// beyond loopback without authentication unless sec.Insecure, and then
+// logs a warning (config.Exposure).
+func openServerSecurity(section, addr string, sec config.ServerSecurity, reg prometheus.Registerer, logger *slog.Logger) (_ *serverSecurity, err error) {
+	warning, err := sec.Exposure(section, addr)
+	if err != nil {
+		return nil, err
+	}
+	if warning != "" {
+		logger.Warn(warning)
+	}
 	s := &serverSecurity{}
 	defer func() {
 		if err != nil {

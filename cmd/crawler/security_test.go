@@ -193,3 +193,45 @@ func TestServeTLSAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestServeExposure: serve refuses an address beyond loopback without
+// authentication, naming the setting, before opening anything; with
+// urlfrontier.insecure it starts and warns.
+func TestServeExposure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve")
+	}
+	refused := []struct {
+		name, setting string
+		args          []string
+	}{
+		{"API on every interface", "urlfrontier.addr", []string{"--urlfrontier-addr", "0.0.0.0:0"}},
+		{"API on :port", "urlfrontier.addr", []string{"--urlfrontier-addr", ":0"}},
+		{"HTTP surface on every interface", "http.addr", []string{"--http-addr", ":0"}},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr syncBuffer
+			args := append([]string{"serve", "--embedded", "--data-dir", t.TempDir()}, tt.args...)
+			if code := run(context.Background(), args, io.Discard, &stderr); code == 0 {
+				t.Fatalf("serve %v started", tt.args)
+			}
+			if !strings.Contains(stderr.String(), tt.setting) || !strings.Contains(stderr.String(), "insecure") {
+				t.Fatalf("serve's error does not name %s and its insecure setting: %s", tt.setting, stderr.String())
+			}
+		})
+	}
+	var stderr syncBuffer
+	addr := bootServe(t, &stderr, "--urlfrontier-addr", "0.0.0.0:0", "--urlfrontier-insecure", "--http-addr", "")
+	if !strings.Contains(stderr.String(), "urlfrontier.insecure is set") {
+		t.Fatalf("serve with urlfrontier.insecure does not warn: %s", stderr.String())
+	}
+	_, port, _ := strings.Cut(addr, "]:")
+	if port == "" {
+		_, port, _ = strings.Cut(addr, ":")
+	}
+	c := frontierClient(t, "127.0.0.1:"+port, nil)
+	if _, err := c.GetActive(authtest.Bearer(t, ""), &pb.Local{}); err != nil {
+		t.Fatalf("an insecure serve refused a call: %v", err)
+	}
+}

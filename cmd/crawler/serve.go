@@ -60,7 +60,7 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 			return err
 		}
 	}
-	sec, err := openServerSecurity("urlfrontier", s.URLFrontier.Security, reg, logger)
+	sec, err := openServerSecurity("urlfrontier", s.URLFrontier.Addr, s.URLFrontier.Security, reg, logger)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,9 @@ func (u urlfrontierSettings) validate() error {
 		bad("urlfrontier.max_message_bytes", "must be at least 1KiB")
 	}
 	errs = append(errs, u.Security.Validate("urlfrontier"))
+	if _, err := u.Security.Exposure("urlfrontier", u.Addr); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -77,6 +77,9 @@ func listenWatch(s settings, src watch.Sources, reg *prometheus.Registry, logger
 		return nil, fmt.Errorf("http.addr: %w", err)
 	}
 	fmt.Fprintf(stderr, "watch it at %s\n", srv.URL())
+	if warning, _ := s.HTTP.Exposure(); warning != "" {
+		logger.Warn(warning)
+	}
 	return &watcher{srv: srv}, nil
 }
 

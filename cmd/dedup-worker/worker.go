@@ -59,6 +59,9 @@ func (m *Main) Open() error {
 			return fmt.Errorf("listen %s: %w", m.Config.HTTP.Addr, err)
 		}
 		m.ln = ln
+		if warning, _ := m.Config.HTTP.Exposure(); warning != "" && m.Logger != nil {
+			m.Logger.Warn(warning)
+		}
 	}
 	m.w = &pipeline.Worker{Config: m.Config, Logger: m.Logger, Registerer: m.reg, Name: "dedup-worker " + hostname()}
 	if err := m.w.Open(context.Background()); err != nil {
