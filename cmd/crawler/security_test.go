@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -233,5 +236,75 @@ func TestServeExposure(t *testing.T) {
 	c := frontierClient(t, "127.0.0.1:"+port, nil)
 	if _, err := c.GetActive(authtest.Bearer(t, ""), &pb.Local{}); err != nil {
 		t.Fatalf("an insecure serve refused a call: %v", err)
+	}
+}
+
+// TestSecurityDocCommands runs docs/security.md's commands that make a CA,
+// serve's certificate, a client certificate and a tokens file, as written,
+// and calls a serve started with those files with each token and with the
+// client certificate: the documented way works. It needs openssl: without
+// it, it skips, and fails under CI=true.
+func TestSecurityDocCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve")
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("openssl is missing (apt-get install openssl)")
+		}
+		t.Skip("openssl is missing")
+	}
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## Generating credentials")
+	_, block, _ := strings.Cut(section, "```sh\n")
+	script, _, found := strings.Cut(block, "```")
+	if !found {
+		t.Fatal("docs/security.md has no sh block under Generating credentials")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-e", "-c", script)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the documented commands: %v\n%s", err, out)
+	}
+	file := func(name string) string { return filepath.Join(dir, name) }
+	tokens := map[string]string{}
+	lines, err := os.ReadFile(file("tokens.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(lines), "\n") {
+		if f := strings.Split(line, ","); len(f) == 3 {
+			tokens[f[2]] = f[0]
+		}
+	}
+	var stderr syncBuffer
+	addr := bootServe(t, &stderr, "--http-addr", "",
+		"--urlfrontier-tls-cert", file("serve.pem"), "--urlfrontier-tls-key", file("serve-key.pem"),
+		"--urlfrontier-tls-client-ca", file("ca.pem"), "--urlfrontier-client-roles", "fetcher-1=crawl",
+		"--urlfrontier-tokens-file", file("tokens.csv"))
+	ca, err := os.ReadFile(file("ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	plain := frontierClient(t, addr, &tls.Config{RootCAs: roots})
+	const ok, denied = codes.OK, codes.PermissionDenied
+	for role, want := range map[string][3]codes.Code{"read": {ok, denied, denied}, "crawl": {ok, ok, denied}, "admin": {ok, ok, ok}} {
+		if got := frontierCalls(t, plain, tokens[role]); got != want {
+			t.Errorf("the documented %s token: %v, want %v", role, got, want)
+		}
+	}
+	pair, err := tls.LoadX509KeyPair(file("fetcher-1.pem"), file("fetcher-1-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := frontierClient(t, addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}})
+	if got := frontierCalls(t, withCert, ""); got != [3]codes.Code{ok, ok, denied} {
+		t.Errorf("the documented client certificate (crawl): %v", got)
 	}
 }
