@@ -4,7 +4,7 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier replicas engine captures soak
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier auth replicas engine captures soak
 #
 #   ./bench.sh scale [SIZE…]  the per-URL stores at sizes (default 1M 5M 20M)
 #
@@ -39,6 +39,9 @@ polite()    { run "Polite crawl of 100 and 1,000 hosts + one with a 10,000-URL b
                 go test ./crawl -count=1 -run '^TestPoliteThroughput$' -sieve.politebench -v -timeout 60m; }
 urlfrontier() { run "URLFrontier: PutDiscovered ingest vs the NATS-native discovered path; GetURLs hand-out (1,000 queues) vs a JetStream pull; medians of 3" \
                 go test ./urlfrontier -count=1 -run '^TestURLFrontierThroughput$' -sieve.urlfrontierbench -v -timeout 60m; }
+
+auth()     { run "URLFrontier API: PutDiscovered ingest with TLS, a client CA and a token vs plain text, alternating, medians of 5 (goal ≥ 0.85 × plain)" \
+                go test ./cmd/crawler -count=1 -run '^TestAuthIngestCost$' -sieve.authbench -v -timeout 10m; }
 
 engine()  { run "Engines for per-URL records: Pebble vs bbolt (baseline) vs Redis hash fields, 1 M and 5 M records: inserts/s, disk and RAM per record, reads/s" \
                 go test ./internal/enginebench -count=1 -run '^TestEngineChoice$' -sieve.enginebench -sieve.enginebench.sizes 1000000,5000000 -v -timeout 90m; }
@@ -87,10 +90,10 @@ if [ "${names[0]:-}" = scale ]; then
 	scale "${names[@]:1}"
 	exit
 fi
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier engine captures)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier auth engine captures)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|engine|captures) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier engine captures)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|auth|engine|captures) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier auth engine captures)" >&2; exit 2 ;;
 	esac
 done

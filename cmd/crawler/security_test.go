@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -306,5 +307,47 @@ func TestSecurityDocCommands(t *testing.T) {
 	withCert := frontierClient(t, addr, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}})
 	if got := frontierCalls(t, withCert, ""); got != [3]codes.Code{ok, ok, denied} {
 		t.Errorf("the documented client certificate (crawl): %v", got)
+	}
+}
+
+// TestServeSlowClients: 100 connections that send a byte of a TLS
+// handshake and stall, and 50 that finish TLS but never speak HTTP/2, do
+// not keep a good client from being answered at once, nor serve from
+// stopping.
+func TestServeSlowClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve")
+	}
+	s := startSecuredServe(t)
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range 100 {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{0x16}) // a handshake record's first byte, then nothing
+		held = append(held, c)
+	}
+	for range 50 {
+		c, err := tls.Dial("tcp", s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	c := frontierClient(t, s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+	for range 5 {
+		start := time.Now()
+		if got := frontierCalls(t, c, testAdminToken); got != [3]codes.Code{codes.OK, codes.OK, codes.OK} {
+			t.Fatalf("a good client beside 150 stalled ones: %v", got)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("a good client beside 150 stalled ones waited %v", d)
+		}
 	}
 }
