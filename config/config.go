@@ -130,20 +130,31 @@ type HTTP struct {
 	Addr string `yaml:"addr" help:"listen address of the live page, /stats, /metrics, /healthz and /readyz (loopback by default; :PORT listens on every interface, which needs http.insecure); empty: no HTTP server"`
 	// Insecure lets Addr be beyond loopback although the HTTP surface has
 	// no authentication yet (issue 29).
-	Insecure bool `yaml:"insecure" help:"serve the HTTP surface on an address beyond loopback (it has no authentication: anyone who reaches it can read the stats and query /contains), which is refused at start otherwise; a warning is logged at every start"`
+	// WebConfigFile is the Prometheus exporters' web configuration file
+	// (prometheus/exporter-toolkit): TLS and basic-auth users.
+	WebConfigFile string `yaml:"web_config_file" help:"Prometheus web configuration file (as exporters' --web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type) and basic_auth_users (name: bcrypt hash), read again at every connection and request; every path then needs a user, health included. Empty: plain HTTP, no authentication"`
+	Insecure      bool   `yaml:"insecure" help:"serve the HTTP surface on an address beyond loopback without basic_auth_users in web_config_file (anyone who reaches it can read the stats and query /contains), which is refused at start otherwise; a warning is logged at every start"`
 }
 
 // Exposure checks Addr: beyond loopback it needs Insecure, and then
 // warning is what to log at start.
 func (h HTTP) Exposure() (warning string, err error) {
+	tls, users, err := h.Web()
+	if err != nil {
+		return "", err
+	}
 	switch {
 	case h.Addr == "" || Loopback(h.Addr):
+		return "", nil
+	case users && !tls:
+		return fmt.Sprintf("http.addr %s is beyond loopback without TLS: its passwords cross the network in clear (set tls_server_config in http.web_config_file)", h.Addr), nil
+	case users:
 		return "", nil
 	case h.Insecure:
 		return fmt.Sprintf("http.addr %s is beyond loopback and anyone who reaches it can read the stats and query /contains (http.insecure is set)", h.Addr), nil
 	}
 	return "", &FieldError{Field: "http.addr", Err: fmt.Errorf(
-		"%s is beyond loopback and the HTTP surface has no authentication: bind it to loopback, or set http.insecure to serve it to anyone who reaches it", h.Addr)}
+		"%s is beyond loopback without authentication: set basic_auth_users in http.web_config_file (see docs/security.md), bind it to loopback, or set http.insecure to serve it to anyone who reaches it", h.Addr)}
 }
 
 // Log configures logging.
@@ -236,6 +247,7 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			add(invalid("http.addr", "want host:port or :port, got %q", c.HTTP.Addr))
 		} else if _, err := c.HTTP.Exposure(); err != nil {
+			// a *FieldError of http.addr or http.web_config_file
 			var fe *FieldError
 			errors.As(err, &fe)
 			add(fe)

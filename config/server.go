@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+
+	"github.com/prometheus/exporter-toolkit/web"
+	"gopkg.in/yaml.v3"
 
 	"github.com/sievecrawl/sieve/auth"
 )
@@ -97,4 +101,31 @@ func Exposure(section, addr string, authenticates, tls, insecure bool) (warning 
 // Exposure is Exposure for this server's settings.
 func (s ServerSecurity) Exposure(section, addr string) (warning string, err error) {
 	return Exposure(section, addr, s.Authenticates(), s.TLSCert != "", s.Insecure)
+}
+
+// Web reads WebConfigFile (none: false, false) with exporter-toolkit's
+// own validation, and says whether it enables TLS and names basic-auth
+// users.
+func (h HTTP) Web() (tls, users bool, err error) {
+	if h.WebConfigFile == "" {
+		return false, false, nil
+	}
+	bad := func(err error) (bool, bool, error) {
+		return false, false, &FieldError{Field: "http.web_config_file", Err: err}
+	}
+	if err := web.Validate(h.WebConfigFile); err != nil {
+		return bad(err)
+	}
+	b, err := os.ReadFile(h.WebConfigFile)
+	if err != nil {
+		return bad(err)
+	}
+	var c struct {
+		TLS   map[string]any    `yaml:"tls_server_config"`
+		Users map[string]string `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return bad(err)
+	}
+	return c.TLS["cert_file"] != nil || c.TLS["cert"] != nil, len(c.Users) > 0, nil
 }

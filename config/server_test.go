@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,5 +109,44 @@ func TestHTTPExposure(t *testing.T) {
 	c.HTTP = config.HTTP{Addr: "127.0.0.1:8080"}
 	if w, err := c.HTTP.Exposure(); w != "" || err != nil {
 		t.Fatalf("loopback: %q, %v", w, err)
+	}
+}
+
+func TestHTTPWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A string of bcrypt's format (cost 4), as exporter-toolkit checks.
+	const hash = "$2a$04$2ZfcRpk1A3pU8ZkT7zHDBuYy/Xw0bcz9e8b8mYFz9u4X3n8R6lY8a"
+	tests := []struct {
+		name, file string
+		field      string // the error's field, "" for none
+		warning    string
+	}{
+		{"users", write("users.yml", "basic_auth_users:\n  reader: "+hash+"\n"), "", "without TLS"},
+		{"no users", write("tls.yml", "http_server_config:\n  http2: true\n"), "http.addr", ""},
+		{"unknown key", write("bad.yml", "basic_auth_user:\n  reader: x\n"), "http.web_config_file", ""},
+		{"missing file", filepath.Join(dir, "none.yml"), "http.web_config_file", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := config.HTTP{Addr: ":8080", WebConfigFile: tt.file}
+			warning, err := h.Exposure()
+			if tt.field != "" {
+				var fe *config.FieldError
+				if !errors.As(err, &fe) || fe.Field != tt.field {
+					t.Fatalf("Exposure = %v, want an error of %s", err, tt.field)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(warning, tt.warning) {
+				t.Fatalf("Exposure = %q, %v, want a warning with %q", warning, err, tt.warning)
+			}
+		})
 	}
 }

@@ -59,6 +59,11 @@ type Options struct {
 	// Logger receives sampling failures (once per part until it recovers);
 	// nil discards them.
 	Logger *slog.Logger
+	// WebConfigFile is the Prometheus web configuration file Listen
+	// serves by (see Serve; empty: plain HTTP, no authentication), and
+	// TLS says it enables TLS, so that URL says https.
+	WebConfigFile string
+	TLS           bool
 }
 
 func (o Options) withDefaults() Options {
@@ -167,11 +172,11 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := Serve(ln, srv, s.opts.WebConfigFile, s.opts.Logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.opts.Logger.Error("watch: serve", "err", err)
 		}
 	}()
-	if err := s.announce(PageURL(ln.Addr().String())); err != nil {
+	if err := s.announce(s.pageURL(ln.Addr())); err != nil {
 		s.opts.Logger.Warn("watch: commands will not find this process", "err", err)
 	}
 	return ln.Addr(), nil
@@ -185,7 +190,16 @@ func (s *Server) URL() string {
 	if s.addr == nil {
 		return ""
 	}
-	return PageURL(s.addr.String())
+	return s.pageURL(s.addr)
+}
+
+// pageURL is PageURL, https when the web configuration enables TLS.
+func (s *Server) pageURL(addr net.Addr) string {
+	u := PageURL(addr.String())
+	if s.opts.TLS {
+		u = "https" + u[len("http"):]
+	}
+	return u
 }
 
 // PageURL turns a listen address into the URL of its page.

@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -177,4 +179,21 @@ func Bearer(tb testing.TB, token string) context.Context {
 		return ctx
 	}
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// WebConfig writes a Prometheus web configuration file (exporter-toolkit's
+// format): TLS with a server certificate of ca, and one basic-auth user
+// with password's bcrypt hash (the lowest cost: tests). It returns the
+// file's path.
+func (ca *CA) WebConfig(tb testing.TB, user, password string) string {
+	tb.Helper()
+	cert := ca.Server(tb, "web")
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(ca.dir, "web.yml")
+	WriteFile(tb, path, fmt.Appendf(nil, "tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  %s: %s\n",
+		cert.CertFile, cert.KeyFile, user, hash))
+	return path
 }

@@ -351,3 +351,39 @@ func TestServeSlowClients(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWebConfig: serve's HTTP surface takes http.web_config_file
+// (TLS and a basic-auth user), announces an https page, and refuses
+// /metrics without the user; beyond loopback, the file's users let it
+// start without http.insecure.
+func TestServeWebConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve")
+	}
+	ca := authtest.NewCA(t, "web CA")
+	web := ca.WebConfig(t, "prometheus", "s3cret-pass")
+	var stderr syncBuffer
+	bootServe(t, &stderr, "--http-addr", "0.0.0.0:0", "--http-web-config-file", web)
+	m := watchAt.FindStringSubmatch(stderr.String())
+	if m == nil || !strings.HasPrefix(m[1], "https://127.0.0.1:") {
+		t.Fatalf("serve does not announce an https page: %s", stderr.String())
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(t, authtest.Pair{})}, Timeout: 10 * time.Second}
+	for _, tt := range []struct {
+		user string
+		want int
+	}{{"", http.StatusUnauthorized}, {"prometheus", http.StatusOK}} {
+		req, _ := http.NewRequest("GET", m[1]+"metrics", nil)
+		if tt.user != "" {
+			req.SetBasicAuth(tt.user, "s3cret-pass")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET /metrics as %q = %d, want %d", tt.user, resp.StatusCode, tt.want)
+		}
+	}
+}

@@ -64,7 +64,11 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, r
 // listenWatch serves src's watch page on s.HTTP.Addr and says where; in
 // embedded mode the page keeps its report in the data directory.
 func listenWatch(s settings, src watch.Sources, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
-	opts := watch.Options{Registry: reg, Logger: logger}
+	opts := watch.Options{Registry: reg, Logger: logger, WebConfigFile: s.HTTP.WebConfigFile}
+	var err error
+	if opts.TLS, _, err = s.HTTP.Web(); err != nil {
+		return nil, err
+	}
 	if s.Embedded {
 		opts.Dir = s.DataDir
 	}

@@ -109,7 +109,7 @@ func (m *Main) Run(ctx context.Context) error {
 	workerDone := make(chan struct{})
 	if m.srv != nil {
 		g.Go(func() error {
-			if err := m.srv.Serve(m.ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := watch.Serve(m.ln, m.srv, m.Config.HTTP.WebConfigFile, m.Logger); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)
 			}
 			return nil

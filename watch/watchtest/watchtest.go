@@ -42,8 +42,8 @@ func ChromiumPath(tb testing.TB) string {
 
 // Browser starts headless Chromium with a fresh profile in a temporary
 // directory and returns a context for chromedp actions on one tab, bounded
-// by timeout; the browser stops at cleanup.
-func Browser(tb testing.TB, timeout time.Duration) context.Context {
+// by timeout; the browser stops at cleanup. more adds Chromium options.
+func Browser(tb testing.TB, timeout time.Duration, more ...chromedp.ExecAllocatorOption) context.Context {
 	tb.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(ChromiumPath(tb)),
@@ -59,6 +59,7 @@ func Browser(tb testing.TB, timeout time.Duration) context.Context {
 		chromedp.UserDataDir(tb.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	}
+	opts = append(opts, more...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(tb.Logf))
 	tb.Cleanup(func() { cancelTab(); cancelAlloc() })
