@@ -172,3 +172,23 @@ func BearerToken(authorization string) (token string, ok bool) {
 // Refusals returns the refusals counter (for tests and callers that count
 // a refusal decided elsewhere).
 func (a *Authenticator) Refusals() *prometheus.CounterVec { return a.refusals }
+
+// Open returns an Authenticator over the tokens file at tokensFile (none
+// if empty) and the certificate names' roles clientRoles ("name=role"),
+// and the function that stops reading the file.
+func Open(o Options, tokensFile string, clientRoles []string, fo FileOptions) (*Authenticator, func() error, error) {
+	ids, err := ParseIdentities(clientRoles)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Identities = ids
+	closeFile := func() error { return nil }
+	if tokensFile != "" {
+		f, err := OpenTokenFile(tokensFile, fo)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.Tokens, closeFile = f, f.Close
+	}
+	return New(o), closeFile, nil
+}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/normalize"
 )
 
@@ -132,9 +133,16 @@ type HTTP struct {
 	// no authentication yet (issue 29).
 	// WebConfigFile is the Prometheus exporters' web configuration file
 	// (prometheus/exporter-toolkit): TLS and basic-auth users.
-	WebConfigFile string `yaml:"web_config_file" help:"Prometheus web configuration file (as exporters' --web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type) and basic_auth_users (name: bcrypt hash), read again at every connection and request; every path then needs a user, health included. Empty: plain HTTP, no authentication"`
-	Insecure      bool   `yaml:"insecure" help:"serve the HTTP surface on an address beyond loopback without basic_auth_users in web_config_file (anyone who reaches it can read the stats and query /contains), which is refused at start otherwise; a warning is logged at every start"`
+	WebConfigFile string   `yaml:"web_config_file" help:"Prometheus web configuration file (as exporters' --web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type) and basic_auth_users (name: bcrypt hash), read again at every connection and request; every path then needs a user, health included. Empty: plain HTTP, no authentication"`
+	TokensFile    string   `yaml:"tokens_file" help:"file of bearer tokens (CSV lines token,name,role; any role reads the HTTP surface), for scrapers and tools: re-read when it changes; not with basic_auth_users in web_config_file"`
+	ClientRoles   []string `yaml:"client_roles" help:"roles of client certificates verified by web_config_file's client_ca_file, as name=role (the subject common name or a DNS, URI or e-mail subject alternative name)"`
+	HealthOpen    bool     `yaml:"health_open" help:"leave /healthz and /readyz open to anyone, for orchestrators' probes, when tokens_file or client_roles guard the rest"`
+	Insecure      bool     `yaml:"insecure" help:"serve the HTTP surface on an address beyond loopback without authentication (basic_auth_users in web_config_file, tokens_file or client_roles: anyone who reaches it can read the stats and query /contains), which is refused at start otherwise; a warning is logged at every start"`
 }
+
+// Authenticates reports whether tokens or certificates' roles guard the
+// HTTP surface (package auth; basic-auth users are the web config file's).
+func (h HTTP) Authenticates() bool { return h.TokensFile != "" || len(h.ClientRoles) > 0 }
 
 // Exposure checks Addr: beyond loopback it needs Insecure, and then
 // warning is what to log at start.
@@ -146,9 +154,9 @@ func (h HTTP) Exposure() (warning string, err error) {
 	switch {
 	case h.Addr == "" || Loopback(h.Addr):
 		return "", nil
-	case users && !tls:
-		return fmt.Sprintf("http.addr %s is beyond loopback without TLS: its passwords cross the network in clear (set tls_server_config in http.web_config_file)", h.Addr), nil
-	case users:
+	case (users || h.Authenticates()) && !tls:
+		return fmt.Sprintf("http.addr %s is beyond loopback without TLS: its credentials cross the network in clear (set tls_server_config in http.web_config_file)", h.Addr), nil
+	case users || h.Authenticates():
 		return "", nil
 	case h.Insecure:
 		return fmt.Sprintf("http.addr %s is beyond loopback and anyone who reaches it can read the stats and query /contains (http.insecure is set)", h.Addr), nil
@@ -252,6 +260,9 @@ func (c Config) Validate() error {
 			errors.As(err, &fe)
 			add(fe)
 		}
+	}
+	if _, err := auth.ParseIdentities(c.HTTP.ClientRoles); err != nil {
+		add(&FieldError{Field: "http.client_roles", Err: err})
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -150,3 +150,42 @@ func TestHTTPWebConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestHTTPTokens(t *testing.T) {
+	users := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(users, []byte("basic_auth_users:\n  reader: $2a$04$2ZfcRpk1A3pU8ZkT7zHDBuYy/Xw0bcz9e8b8mYFz9u4X3n8R6lY8a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		h       config.HTTP
+		field   string
+		warning string
+	}{
+		{"tokens beyond loopback, no TLS", config.HTTP{Addr: ":8080", TokensFile: "t.csv"}, "", "in clear"},
+		{"roles beyond loopback", config.HTTP{Addr: ":8080", ClientRoles: []string{"a=read"}}, "", "in clear"},
+		{"tokens on loopback", config.HTTP{Addr: "127.0.0.1:8080", TokensFile: "t.csv"}, "", ""},
+		{"tokens and users", config.HTTP{Addr: "127.0.0.1:8080", TokensFile: "t.csv", WebConfigFile: users}, "http.web_config_file", ""},
+		{"bad role", config.HTTP{Addr: "127.0.0.1:8080", ClientRoles: []string{"a=root"}}, "http.client_roles", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default()
+			c.HTTP = tt.h
+			err := c.Validate()
+			if tt.field != "" {
+				var fe *config.FieldError
+				if !errors.As(err, &fe) || fe.Field != tt.field {
+					t.Fatalf("Validate = %v, want an error of %s", err, tt.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Validate = %v", err)
+			}
+			if w, _ := tt.h.Exposure(); !strings.Contains(w, tt.warning) || (w == "") != (tt.warning == "") {
+				t.Fatalf("warning = %q, want %q", w, tt.warning)
+			}
+		})
+	}
+}

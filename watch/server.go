@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/pipeline"
 )
@@ -64,6 +65,10 @@ type Options struct {
 	// TLS says it enables TLS, so that URL says https.
 	WebConfigFile string
 	TLS           bool
+	// Auth, if set, guards every path with tokens or certificates' roles
+	// (any role reads), but /healthz and /readyz with HealthOpen.
+	Auth       *auth.Authenticator
+	HealthOpen bool
 }
 
 func (o Options) withDefaults() Options {
@@ -165,7 +170,7 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		return nil, fmt.Errorf("watch: listen: %w", err)
 	}
 	s.mu.Lock()
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: Guard(s.Handler(), s.opts.Auth, s.opts.HealthOpen), ReadHeaderTimeout: 10 * time.Second}
 	s.addr = ln.Addr()
 	srv := s.srv
 	s.mu.Unlock()

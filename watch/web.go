@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/sievecrawl/sieve/auth"
 )
 
 // Serve serves srv on ln until it is shut down: plain HTTP without
@@ -25,4 +27,16 @@ func Serve(ln net.Listener, srv *http.Server, webConfigFile string, logger *slog
 	addrs := []string{ln.Addr().String()}
 	systemd := false
 	return web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &systemd, WebConfigFile: &webConfigFile}, logger)
+}
+
+// Guard returns h behind a (h itself if a is nil): every path needs a
+// credential of any role (the whole surface is read), but /healthz and
+// /readyz when healthOpen, for orchestrators' probes.
+func Guard(h http.Handler, a *auth.Authenticator, healthOpen bool) http.Handler {
+	if a == nil {
+		return h
+	}
+	return a.HTTPHandler(h, auth.Read, func(path string) bool {
+		return healthOpen && (path == "/healthz" || path == "/readyz")
+	})
 }

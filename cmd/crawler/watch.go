@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sievecrawl/sieve/auth"
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/warc"
@@ -26,8 +28,12 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// watcher is a run's watch server (package watch) on http.addr.
-type watcher struct{ srv *watch.Server }
+// watcher is a run's watch server (package watch) on http.addr, and the
+// tokens file guarding it.
+type watcher struct {
+	srv       *watch.Server
+	closeAuth func() error
+}
 
 // startWatch serves the live page, /stats, /metrics, /healthz and /readyz of
 // the run on s.HTTP.Addr (none when empty) and says where. In embedded mode
@@ -64,27 +70,36 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, r
 // listenWatch serves src's watch page on s.HTTP.Addr and says where; in
 // embedded mode the page keeps its report in the data directory.
 func listenWatch(s settings, src watch.Sources, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
-	opts := watch.Options{Registry: reg, Logger: logger, WebConfigFile: s.HTTP.WebConfigFile}
+	opts := watch.Options{Registry: reg, Logger: logger, WebConfigFile: s.HTTP.WebConfigFile, HealthOpen: s.HTTP.HealthOpen}
 	var err error
 	if opts.TLS, _, err = s.HTTP.Web(); err != nil {
 		return nil, err
+	}
+	closeAuth := func() error { return nil }
+	if s.HTTP.Authenticates() {
+		if opts.Auth, closeAuth, err = auth.Open(auth.Options{Server: "http", Registerer: reg, Logger: logger},
+			s.HTTP.TokensFile, s.HTTP.ClientRoles, auth.FileOptions{Logger: logger}); err != nil {
+			return nil, &config.FieldError{Field: "http.tokens_file", Err: err}
+		}
 	}
 	if s.Embedded {
 		opts.Dir = s.DataDir
 	}
 	srv, err := watch.New(src, opts)
 	if err != nil {
+		closeAuth()
 		return nil, err
 	}
 	if _, err := srv.Listen(s.HTTP.Addr); err != nil {
 		srv.Close()
+		closeAuth()
 		return nil, fmt.Errorf("http.addr: %w", err)
 	}
 	fmt.Fprintf(stderr, "watch it at %s\n", srv.URL())
 	if warning, _ := s.HTTP.Exposure(); warning != "" {
 		logger.Warn(warning)
 	}
-	return &watcher{srv: srv}, nil
+	return &watcher{srv: srv, closeAuth: closeAuth}, nil
 }
 
 // close stops the watch server; it may be called more than once.
@@ -93,6 +108,10 @@ func (w *watcher) close(logger *slog.Logger) {
 		if err := w.srv.Close(); err != nil {
 			logger.Warn("watch", "err", err)
 		}
+	}
+	if w.closeAuth != nil {
+		w.closeAuth()
+		w.closeAuth = nil
 	}
 }
 

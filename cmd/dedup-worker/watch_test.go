@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,6 +104,44 @@ func TestStatsFromSnapshot(t *testing.T) {
 		code := cli(t.Context(), tc.args, e)
 		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.contains) {
 			t.Errorf("%s: exit %d, %q %q; want exit %d containing %q", tc.name, code, out.String(), errb.String(), tc.code, tc.contains)
+		}
+	}
+}
+
+// TestMainHTTPTokens: with http.tokens_file, `dedup-worker run`'s surface
+// needs a token (any role reads), but its health with http.health_open.
+func TestMainHTTPTokens(t *testing.T) {
+	h := newHarness(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("prometheus-0123456789abcdef,prometheus,read\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(h.nats.URL(), h.redis.URL())
+	cfg.HTTP.TokensFile, cfg.HTTP.HealthOpen = tokens, true
+	m, stop := startMain(t, cfg)
+	defer stop()
+	base := "http://" + m.Addr()
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/stats", "", http.StatusUnauthorized},
+		{"/metrics", "wrong-0123456789abcdef", http.StatusUnauthorized},
+		{"/stats", "prometheus-0123456789abcdef", http.StatusOK},
+		{"/metrics", "prometheus-0123456789abcdef", http.StatusOK},
+		{"/healthz", "", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", base+tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s with %q = %d, want %d", tc.path, tc.token, resp.StatusCode, tc.want)
 		}
 	}
 }

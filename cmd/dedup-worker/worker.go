@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/pipeline"
@@ -43,6 +44,8 @@ type Main struct {
 	srv   *http.Server
 	watch *watch.Server // the page, /stats, /metrics, /healthz, /readyz
 	w     *pipeline.Worker
+	// closeAuth stops reading http.tokens_file.
+	closeAuth func() error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -88,7 +91,15 @@ func (m *Main) Open() error {
 			m.Close()
 			return err
 		}
-		m.srv = &http.Server{Handler: m.watch.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		var guard *auth.Authenticator
+		if h := m.Config.HTTP; h.Authenticates() {
+			if guard, m.closeAuth, err = auth.Open(auth.Options{Server: "http", Registerer: m.reg, Logger: m.Logger},
+				h.TokensFile, h.ClientRoles, auth.FileOptions{Logger: m.Logger}); err != nil {
+				m.Close()
+				return &config.FieldError{Field: "http.tokens_file", Err: err}
+			}
+		}
+		m.srv = &http.Server{Handler: watch.Guard(m.watch.Handler(), guard, m.Config.HTTP.HealthOpen), ReadHeaderTimeout: 10 * time.Second}
 	}
 	return nil
 }
@@ -144,6 +155,9 @@ func (m *Main) Close() error {
 		}
 		if m.watch != nil {
 			errs = append(errs, m.watch.Close())
+		}
+		if m.closeAuth != nil {
+			errs = append(errs, m.closeAuth())
 		}
 		if m.w != nil {
 			errs = append(errs, m.w.Close())
