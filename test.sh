@@ -82,8 +82,10 @@ if ! have protoc || ! have grpc_python_plugin || ! /usr/bin/python3 -c 'import g
 fi
 
 # docs/security.md's commands make credentials with openssl, and a test runs
-# them as written (issue 29).
+# them as written; curl is a client of the HTTP surface behind TLS and a
+# user (issue 29).
 have openssl || install openssl openssl
+have curl || install curl curl
 
 # A missing service must fail the run, never skip it.
 export CI=true

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -445,5 +446,58 @@ func TestServeHTTPTokens(t *testing.T) {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestServeCurl: curl, a client not written in Go, against serve's HTTP
+// surface over TLS behind a basic-auth user: the page and /metrics with
+// the user, 401 without it or with a wrong password, and a refused
+// handshake when it trusts another CA (curl's exit 60). It needs curl:
+// without it, it skips, and fails under CI=true.
+func TestServeCurl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve")
+	}
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is missing (apt-get install curl)")
+		}
+		t.Skip("curl is missing")
+	}
+	ca, other := authtest.NewCA(t, "curl CA"), authtest.NewCA(t, "another CA")
+	web := ca.WebConfig(t, "ops", "s3cret-pass")
+	var stderr syncBuffer
+	bootServe(t, &stderr, "--http-addr", "127.0.0.1:0", "--http-web-config-file", web)
+	m := watchAt.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no page announced: %s", stderr.String())
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string // the status curl writes, or its exit code as "exit N"
+	}{
+		{"page with the user", []string{"--cacert", ca.CertFile, "-u", "ops:s3cret-pass", m[1]}, "200"},
+		{"metrics with the user", []string{"--cacert", ca.CertFile, "-u", "ops:s3cret-pass", m[1] + "metrics"}, "200"},
+		{"no user", []string{"--cacert", ca.CertFile, m[1] + "stats"}, "401"},
+		{"wrong password", []string{"--cacert", ca.CertFile, "-u", "ops:nope", m[1] + "stats"}, "401"},
+		{"another CA", []string{"--cacert", other.CertFile, "-u", "ops:s3cret-pass", m[1] + "stats"}, "exit 60"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"}, tt.args...)
+			out, err := exec.Command(curl, args...).Output()
+			got := string(out)
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				got = fmt.Sprintf("exit %d", exit.ExitCode())
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("curl %v = %s, want %s", tt.args, got, tt.want)
+			}
+		})
 	}
 }
