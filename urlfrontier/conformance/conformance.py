@@ -616,6 +616,31 @@ class Secured(unittest.TestCase):
             with self.subTest(name):
                 self.assertEqual(self.calls(stub), want)
 
+    def test_rotation_on_a_connected_channel(self):
+        """A token rotated in the tokens file is taken on a channel that
+        stays connected, and the old one refused; then rotated back."""
+        f = self.f
+        stub = self.stub()  # no call credentials: each call sends its own
+        stats = lambda tok: self.code(lambda: stub.GetStats(
+            pb.QueueWithinCrawlParams(), metadata=(("authorization", "Bearer " + tok),), timeout=10))
+        self.assertEqual(stats(f["read"]), ALLOWED)
+        original = read(f["tokens"]).decode()
+        rotated = "python-rotated-0123456789"
+
+        def write(text):
+            tmp = f["tokens"] + ".py"
+            with open(tmp, "w") as out:
+                out.write(text)
+            os.replace(tmp, f["tokens"])  # a reader sees the old file or the new one
+
+        write(original.replace(f["read"], rotated))
+        try:
+            eventually("the rotated token", lambda: stats(rotated) == ALLOWED, timeout=15)
+            self.assertEqual(stats(f["read"]), grpc.StatusCode.UNAUTHENTICATED)
+        finally:
+            write(original)
+        eventually("the token rotated back", lambda: stats(f["read"]) == ALLOWED, timeout=15)
+
     def test_bad_tls_refused_in_handshake(self):
         f = self.f
         plain = grpc.insecure_channel(self.s.addr)
