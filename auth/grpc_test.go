@@ -203,3 +203,41 @@ func TestGRPCRotation(t *testing.T) {
 		t.Fatalf("a client of the renewed certificate: %v", got)
 	}
 }
+
+// TestRequireClientCert: with RequireClientCert, a client without a
+// certificate fails in the handshake whatever token it carries; one with
+// a certificate of the CA gets its role.
+func TestRequireClientCert(t *testing.T) {
+	ca := authtest.NewCA(t, "required CA")
+	pair := ca.Server(t, "server")
+	certs, err := auth.OpenCertFile(pair.CertFile, pair.KeyFile, auth.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { certs.Close() })
+	cfg, err := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: ca.CertFile, RequireClientCert: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := auth.New(auth.Options{Identities: auth.Identities{"fetcher-2": auth.Crawl}})
+	g := grpc.NewServer(append(a.GRPCOptions(healthRoles), grpc.Creds(credentials.NewTLS(cfg)))...)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); g.Serve(lis) }()
+	t.Cleanup(func() { g.Stop(); <-done })
+	without := dial(t, lis.Addr().String(), ca.ClientTLS(t, authtest.Pair{}))
+	if got := call(without, authtest.Bearer(t, adminToken), auth.Read); got != codes.Unavailable {
+		t.Errorf("a client without a certificate: %v, want UNAVAILABLE (handshake refused)", got)
+	}
+	with := dial(t, lis.Addr().String(), ca.ClientTLS(t, ca.Client(t, "fetcher-2")))
+	if got := call(with, authtest.Bearer(t, ""), auth.Crawl); got != codes.OK {
+		t.Errorf("a client with a crawl certificate: %v, want OK", got)
+	}
+	if _, err := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: filepath.Join(t.TempDir(), "none.pem")}); err == nil {
+		t.Error("ServerTLS with a missing client CA succeeded")
+	}
+}
