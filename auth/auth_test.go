@@ -359,3 +359,38 @@ func waitFor(t testing.TB, what string, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestReloadFailures: a tokens file that stops parsing is counted in
+// sieve_auth_reload_failures_total under its setting, once per change.
+func TestReloadFailures(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	failed := auth.ReloadFailures(reg, "urlfrontier.tokens_file")
+	auth.ReloadFailures(reg, "http.tokens_file") // shares the registered counter
+	_, path := openTokens(t, tokensFile, auth.FileOptions{Interval: 10 * time.Millisecond, Failed: failed})
+	writeFile(t, path, "broken\n")
+	value := func(setting string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() == "sieve_auth_reload_failures_total" && m.GetLabel()[0].GetValue() == setting {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	waitFor(t, "the failed reload counted", func() bool { return value("urlfrontier.tokens_file") == 1 })
+	// Another broken file: counted once more, however many intervals
+	// each stayed (the poll reads every 10 ms).
+	writeFile(t, path, "broken, again\n")
+	waitFor(t, "the second failed reload counted", func() bool { return value("urlfrontier.tokens_file") >= 2 })
+	if got := value("urlfrontier.tokens_file"); got != 2 {
+		t.Errorf("failures = %v after two broken files, want 2", got)
+	}
+	if got := value("http.tokens_file"); got != 0 {
+		t.Errorf("http.tokens_file failures = %v, want 0 (shown from the start)", got)
+	}
+}

@@ -70,9 +70,26 @@ func New(o Options) *Authenticator {
 // refusalsCounter returns the counter registered on reg, or the one
 // another Authenticator registered there.
 func refusalsCounter(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sieve_auth_refusals_total",
+	return registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sieve_auth_refusals_total",
 		Help: "Calls refused by Sieve's own servers, by server and reason (missing, malformed, oversized, unknown_token, no_role, forbidden, unmapped_call)."},
-		[]string{"server", "reason"})
+		[]string{"server", "reason"}))
+}
+
+// ReloadFailures returns a FileOptions.Failed that counts the failed
+// reloads of the file of setting (urlfrontier.tokens_file, …) in
+// sieve_auth_reload_failures_total{setting} on reg, shown at 0 from the
+// start: a file that no longer parses keeps the last good credentials,
+// and this is how an operator sees it.
+func ReloadFailures(reg prometheus.Registerer, setting string) func() {
+	c := registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sieve_auth_reload_failures_total",
+		Help: "Reloads of a credentials file (tokens, certificate) that failed, the last good one kept, by setting."},
+		[]string{"setting"})).WithLabelValues(setting)
+	return c.Inc
+}
+
+// registerShared registers c on reg (if any) and returns it, or the
+// collector of the same name registered there before.
+func registerShared(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
 	if reg == nil {
 		return c
 	}

@@ -39,9 +39,11 @@ func openServerSecurity(section, addr string, sec config.ServerSecurity, reg pro
 			s.close()
 		}
 	}()
-	fo := auth.FileOptions{Logger: logger.With("server", section)}
+	fo := func(setting string) auth.FileOptions {
+		return auth.FileOptions{Logger: logger.With("server", section), Failed: auth.ReloadFailures(reg, section+"."+setting)}
+	}
 	if sec.TLSCert != "" {
-		cert, err := auth.OpenCertFile(sec.TLSCert, sec.TLSKey, fo)
+		cert, err := auth.OpenCertFile(sec.TLSCert, sec.TLSKey, fo("tls_cert"))
 		if err != nil {
 			return nil, &config.FieldError{Field: section + ".tls_cert", Err: err}
 		}
@@ -55,7 +57,7 @@ func openServerSecurity(section, addr string, sec config.ServerSecurity, reg pro
 	}
 	o := auth.Options{Server: section, Registerer: reg, Logger: logger}
 	if sec.TokensFile != "" {
-		tokens, err := auth.OpenTokenFile(sec.TokensFile, fo)
+		tokens, err := auth.OpenTokenFile(sec.TokensFile, fo("tokens_file"))
 		if err != nil {
 			return nil, &config.FieldError{Field: section + ".tokens_file", Err: err}
 		}

@@ -190,6 +190,8 @@ func TestServeTLSAuth(t *testing.T) {
 		`sieve_auth_refusals_total{reason="forbidden",server="urlfrontier"} 4`,
 		`sieve_auth_refusals_total{reason="oversized",server="urlfrontier"} 3`,
 		`sieve_urlfrontier_calls_total{code="PermissionDenied",rpc="SetLogLevel"} 3`,
+		`sieve_auth_reload_failures_total{setting="urlfrontier.tokens_file"} 0`,
+		`sieve_auth_reload_failures_total{setting="urlfrontier.tls_cert"} 0`,
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -442,7 +444,8 @@ func TestServeHTTPTokens(t *testing.T) {
 		}
 	}
 	metrics, _ := io.ReadAll(get("/metrics", testAdminToken).Body)
-	for _, want := range []string{`sieve_auth_refusals_total{reason="missing",server="http"} 2`, `sieve_auth_refusals_total{reason="unknown_token",server="http"} 1`} {
+	for _, want := range []string{`sieve_auth_refusals_total{reason="missing",server="http"} 2`, `sieve_auth_refusals_total{reason="unknown_token",server="http"} 1`,
+		`sieve_auth_reload_failures_total{setting="http.tokens_file"} 0`} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

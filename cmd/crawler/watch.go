@@ -78,7 +78,7 @@ func listenWatch(s settings, src watch.Sources, reg *prometheus.Registry, logger
 	closeAuth := func() error { return nil }
 	if s.HTTP.Authenticates() {
 		if opts.Auth, closeAuth, err = auth.Open(auth.Options{Server: "http", Registerer: reg, Logger: logger},
-			s.HTTP.TokensFile, s.HTTP.ClientRoles, auth.FileOptions{Logger: logger}); err != nil {
+			s.HTTP.TokensFile, s.HTTP.ClientRoles, auth.FileOptions{Logger: logger, Failed: auth.ReloadFailures(reg, "http.tokens_file")}); err != nil {
 			return nil, &config.FieldError{Field: "http.tokens_file", Err: err}
 		}
 	}

@@ -94,7 +94,7 @@ func (m *Main) Open() error {
 		var guard *auth.Authenticator
 		if h := m.Config.HTTP; h.Authenticates() {
 			if guard, m.closeAuth, err = auth.Open(auth.Options{Server: "http", Registerer: m.reg, Logger: m.Logger},
-				h.TokensFile, h.ClientRoles, auth.FileOptions{Logger: m.Logger}); err != nil {
+				h.TokensFile, h.ClientRoles, auth.FileOptions{Logger: m.Logger, Failed: auth.ReloadFailures(m.reg, "http.tokens_file")}); err != nil {
 				m.Close()
 				return &config.FieldError{Field: "http.tokens_file", Err: err}
 			}
