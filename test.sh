@@ -104,9 +104,10 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 -timeout 25m ./...
 
 # The race detector over the cores that many goroutines share (admission,
-# politeness, the URLFrontier index, WARC writing, crawls, captures, the per-URL store): it found
+# politeness, the URLFrontier index, WARC writing, crawls, captures, the per-URL store,
+# credentials swapped while calls read them): it found
 # a data race in gowarc's record builder that the plain run cannot see.
-go test -race -count=1 -timeout 10m ./admit ./politeness ./urlfrontier ./warc ./crawls ./captures ./urlstore
+go test -race -count=1 -timeout 10m ./admit ./politeness ./urlfrontier ./warc ./crawls ./captures ./urlstore ./auth
 
 # Every fuzz target for a short budget on top of its saved corpus (which the
 # plain test run above already replays): the URL parser longest, then each
@@ -135,3 +136,7 @@ fuzz urlstore FuzzDecodeBatch 20000x
 fuzz captures FuzzDecodeCapture 20000x
 # URLFrontier: the values of its buckets, read back by every server.
 fuzz urlfrontier FuzzDecodeEntry 13000x
+# Credentials (issue 29): the tokens file, and what any client sends as
+# Authorization.
+fuzz auth FuzzParseTokens 40000x
+fuzz auth FuzzBearerToken 40000x
