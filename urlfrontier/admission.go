@@ -189,7 +189,9 @@ func (p publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, 
 			return nil
 		})
 		for j, i := range groups[g] {
-			acks[i] = admit.Ack{Duplicate: dup[j] && err == nil, Err: err}
+			// dup is read only after the update ran: on an error (a
+			// context that ended first) the writer may still fill it.
+			acks[i] = admit.Ack{Duplicate: err == nil && dup[j], Err: err}
 		}
 		return nil
 	})
