@@ -44,6 +44,10 @@ type Entry struct {
 // once: such a record is stored in the ready index only (putEntry).
 func (e *Entry) fresh() bool { return !e.Known && !e.Completed && e.Due == 0 }
 
+// indexOnlyValue reports whether an encoded entry is marked index-only,
+// without decoding it.
+func indexOnlyValue(v []byte) bool { return len(v) >= 2 && v[1]&flagIndexOnly != 0 }
+
 // Flags of an encoded entry.
 const (
 	flagKnown     = 1

@@ -318,7 +318,7 @@ func readEntry(r urlstore.Reader, crawl, key, u string) (*Entry, error) {
 	v, ok, err := r.Get(entryKey(crawl, key, u))
 	if err == nil && !ok {
 		v, ok, err = r.Get(readyKey(crawl, key, 0, u))
-		if ok && (len(v) < 2 || v[1]&flagIndexOnly == 0) {
+		if ok && !indexOnlyValue(v) {
 			ok = false // a copy whose U key is gone: not a record
 		}
 	}
@@ -357,8 +357,11 @@ func (q *queues) entries(crawl, key string, fn func(e *Entry) bool) error {
 			prefix = queuePrefix(kind, crawl, key)
 		}
 		err := q.st.Scan(prefix, func(k, v []byte) bool {
+			if kind == kindReady && !indexOnlyValue(v) {
+				return true // a copy of a U key's record, listed with it
+			}
 			e, ok := scannedEntry(crawl, k, v)
-			if !ok || (kind == kindReady && !e.indexOnly) {
+			if !ok {
 				return true
 			}
 			more = fn(e)
