@@ -140,3 +140,4 @@ fuzz urlfrontier FuzzDecodeEntry 13000x
 # Authorization.
 fuzz auth FuzzParseTokens 40000x
 fuzz auth FuzzBearerToken 40000x
+fuzz auth FuzzBasicCredentials 20000x

@@ -20,6 +20,9 @@ type Options struct {
 	// Identities maps client certificates' names to roles (nil: a
 	// certificate gives no role).
 	Identities Identities
+	// Users are the basic-auth users (nil: none); each has role Read,
+	// all the HTTP surface needs.
+	Users UserSource
 	// Registerer receives sieve_auth_refusals_total (nil: none). Two
 	// Authenticators of one process may share it.
 	Registerer prometheus.Registerer
@@ -33,6 +36,7 @@ type Options struct {
 type Authenticator struct {
 	o        Options
 	refusals *prometheus.CounterVec
+	users    *users
 }
 
 // Credentials are what a client presented for one call.
@@ -60,7 +64,7 @@ func New(o Options) *Authenticator {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a := &Authenticator{o: o, refusals: refusalsCounter(o.Registerer)}
+	a := &Authenticator{o: o, refusals: refusalsCounter(o.Registerer), users: &users{}}
 	for _, r := range Reasons { // every reason shows, at 0, from the start
 		a.refusals.WithLabelValues(o.Server, string(r))
 	}
@@ -71,7 +75,7 @@ func New(o Options) *Authenticator {
 // another Authenticator registered there.
 func refusalsCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 	return registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sieve_auth_refusals_total",
-		Help: "Calls refused by Sieve's own servers, by server and reason (missing, malformed, oversized, unknown_token, no_role, forbidden, unmapped_call)."},
+		Help: "Calls refused by Sieve's own servers, by server and reason (missing, malformed, oversized, unknown_token, bad_user, no_role, forbidden, unmapped_call)."},
 		[]string{"server", "reason"}))
 }
 
@@ -107,8 +111,23 @@ func registerShared(reg prometheus.Registerer, c *prometheus.CounterVec) *promet
 // Enabled reports whether any credential is configured: without one, an
 // Authenticator refuses every call, and a server should not use it.
 func (a *Authenticator) Enabled() bool {
-	return a.o.Tokens != nil || len(a.o.Identities) > 0
+	return a.o.Tokens != nil || len(a.o.Identities) > 0 || a.HasUsers()
 }
+
+// WithUsers returns an Authenticator that also knows the basic-auth users
+// of u, counting its refusals in the same counter.
+func (a *Authenticator) WithUsers(u UserSource) *Authenticator {
+	b := *a
+	b.o.Users = u
+	return &b
+}
+
+// HasUsers reports whether basic-auth users may authenticate now (the
+// source's current set is not empty).
+func (a *Authenticator) HasUsers() bool { return a.o.Users != nil && len(a.o.Users.Users()) > 0 }
+
+// HasTokens reports whether bearer tokens may authenticate.
+func (a *Authenticator) HasTokens() bool { return a.o.Tokens != nil }
 
 // Authorize checks that c proves an identity whose role allows need, and
 // returns it. call names what is asked, for the refusal. A refusal is a
@@ -136,8 +155,9 @@ func (a *Authenticator) Authorize(c Credentials, call string, need Role) (Identi
 }
 
 // authenticate returns the identity c proves, or the reason it proves
-// none. A token and a certificate give the higher of their roles; a token
-// presented and bad is refused whatever the certificate.
+// none. A token (or a basic-auth user) and a certificate give the higher
+// of their roles; a token or a password presented and bad is refused
+// whatever the certificate.
 func (a *Authenticator) authenticate(c Credentials) (Identity, Reason) {
 	var id Identity
 	have := false
@@ -154,6 +174,18 @@ func (a *Authenticator) authenticate(c Credentials) (Identity, Reason) {
 	case 1:
 	default:
 		return id, ReasonMalformed
+	}
+	if user, password, isBasic, reason := BasicCredentials(c.Authorization[0]); isBasic && a.HasUsers() {
+		if reason != "" {
+			return id, reason
+		}
+		if !a.users.check(a.o.Users.Users(), user, password) {
+			return Identity{Name: user}, ReasonBadUser
+		}
+		if Read > id.Role || !have {
+			id = Identity{Name: user, Role: Read}
+		}
+		return id, ""
 	}
 	token, ok := BearerToken(c.Authorization[0])
 	if !ok {

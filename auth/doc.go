@@ -39,6 +39,18 @@
 // good certificate: a credential that was presented and is wrong is an
 // error, not an absence.
 //
+// # Users
+//
+// A WebConfig is a Prometheus web configuration file (exporter-toolkit's
+// format and types), kept current like a TokenFile. Its basic_auth_users
+// are identities of role Read when given as Options.Users: an
+// Authorization "Basic" value is checked against their bcrypt hashes,
+// each outcome remembered by the SHA-256 of user, hash and password (a
+// browser sends the same credentials with every request), one bcrypt
+// comparison at a time, and an unknown user compared against a decoy
+// hash, so that timing tells neither which users exist nor lets a flood
+// of guesses take every core.
+//
 // # Refusals
 //
 // Authenticator.Authenticate and Authorize answer a *Refusal whose Reason

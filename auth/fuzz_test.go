@@ -49,3 +49,34 @@ func FuzzBearerToken(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBasicCredentials: whatever a client sends as Authorization, the
+// Basic parser answers without panicking, a value it accepts decodes to
+// user:password again, and an Authenticator with users refuses it
+// (nobody's password is fuzzed) with a reason that does not show it.
+func FuzzBasicCredentials(f *testing.F) {
+	f.Add("Basic cmVhZGVyOnMzY3JldA==")
+	f.Add("basic  Og==")
+	f.Add("Basic !!!")
+	f.Add("Basic " + strings.Repeat("QUFB", 400))
+	a := auth.New(auth.Options{Users: staticUsers{"reader": lowCostHash(f, "s3cret-pass")}})
+	f.Fuzz(func(t *testing.T, authorization string) {
+		user, password, isBasic, reason := auth.BasicCredentials(authorization)
+		if !isBasic && (reason != "" || user != "" || password != "") {
+			t.Fatalf("not Basic, yet %q %q %q", user, password, reason)
+		}
+		if isBasic && reason == "" && len(authorization) > auth.MaxBasicBytes+len("Basic ")+64 {
+			t.Fatalf("accepted %d bytes", len(authorization))
+		}
+		if user == "reader" && password == "s3cret-pass" {
+			return
+		}
+		_, err := a.Authorize(auth.Credentials{Authorization: []string{authorization}}, "x", auth.Read)
+		if err == nil {
+			t.Fatalf("%q let in", authorization)
+		}
+		if password != "" && len(password) > 4 && strings.Contains(err.Error(), password) {
+			t.Fatalf("the refusal %q shows the password", err)
+		}
+	})
+}

@@ -21,6 +21,10 @@ const (
 	ReasonOversized Reason = "oversized"
 	// ReasonUnknownToken: a well-formed token that is not in the set.
 	ReasonUnknownToken Reason = "unknown_token"
+	// ReasonBadUser: a basic-auth user that is not in the web
+	// configuration file, or its wrong password (one reason for both, as
+	// the answer is one: telling them apart would tell which users exist).
+	ReasonBadUser Reason = "bad_user"
 	// ReasonNoRole: a verified client certificate whose names map to no
 	// role.
 	ReasonNoRole Reason = "no_role"
@@ -31,7 +35,7 @@ const (
 )
 
 // Reasons lists every Reason, for tests and dashboards.
-var Reasons = []Reason{ReasonMissing, ReasonMalformed, ReasonOversized, ReasonUnknownToken, ReasonNoRole, ReasonForbidden, ReasonUnmapped}
+var Reasons = []Reason{ReasonMissing, ReasonMalformed, ReasonOversized, ReasonUnknownToken, ReasonBadUser, ReasonNoRole, ReasonForbidden, ReasonUnmapped}
 
 // Sentinel errors a Refusal matches with errors.Is: ErrUnauthenticated for
 // a client that proved no identity (gRPC UNAUTHENTICATED, HTTP 401),
@@ -85,6 +89,8 @@ func reasonText(r Reason) string {
 		return fmt.Sprintf("longer than %d bytes", MaxTokenBytes)
 	case ReasonUnknownToken:
 		return "unknown token"
+	case ReasonBadUser:
+		return "unknown user or wrong password"
 	}
 	return string(r)
 }

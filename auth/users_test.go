@@ -1,0 +1,99 @@
+package auth_test
+
+import (
+	"encoding/base64"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sievecrawl/sieve/auth"
+)
+
+// staticUsers is a fixed set of basic-auth users.
+type staticUsers map[string]string
+
+func (u staticUsers) Users() map[string]string { return u }
+
+func lowCostHash(tb testing.TB, password string) string {
+	tb.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(h)
+}
+
+func basic(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+}
+
+// TestBasicCredentials: the Basic parser reads RFC 7617's form and
+// refuses what is not it, by reason.
+func TestBasicCredentials(t *testing.T) {
+	tests := []struct {
+		in, user, password string
+		isBasic            bool
+		reason             auth.Reason
+	}{
+		{basic("reader", "s3cret"), "reader", "s3cret", true, ""},
+		{"basic " + base64.StdEncoding.EncodeToString([]byte("a:b:c")), "a", "b:c", true, ""}, // the first colon splits
+		{"Basic " + base64.StdEncoding.EncodeToString([]byte(":")), "", "", true, ""},
+		{"Basic " + base64.StdEncoding.EncodeToString([]byte("nocolon")), "", "", true, auth.ReasonMalformed},
+		{"Basic !!notbase64", "", "", true, auth.ReasonMalformed},
+		{"Basic " + base64.StdEncoding.EncodeToString(make([]byte, 800)), "", "", true, auth.ReasonOversized},
+		{"Bearer abcdefghijklmnop", "", "", false, ""},
+		{"Basic", "", "", false, ""},
+	}
+	for _, tt := range tests {
+		user, password, isBasic, reason := auth.BasicCredentials(tt.in)
+		if user != tt.user || password != tt.password || isBasic != tt.isBasic || reason != tt.reason {
+			t.Errorf("BasicCredentials(%.30q) = %q %q %v %q, want %q %q %v %q", tt.in, user, password, isBasic, reason,
+				tt.user, tt.password, tt.isBasic, tt.reason)
+		}
+	}
+}
+
+// TestUsers: a basic-auth user is an identity of role read beside tokens
+// and certificates; an unknown user and a wrong password are one reason,
+// counted; a Basic value without users configured is malformed, as before.
+func TestUsers(t *testing.T) {
+	tokens, _ := openTokens(t, tokensFile, auth.FileOptions{})
+	reg := prometheus.NewRegistry()
+	a := auth.New(auth.Options{Server: "http", Tokens: tokens, Registerer: reg,
+		Users: staticUsers{"reader": lowCostHash(t, "s3cret-pass")}})
+	tests := []struct {
+		authorization string
+		need          auth.Role
+		name          string
+		reason        auth.Reason
+	}{
+		{basic("reader", "s3cret-pass"), auth.Read, "reader", ""},
+		{basic("reader", "s3cret-pass"), auth.Crawl, "reader", auth.ReasonForbidden},
+		{basic("reader", "wrong"), auth.Read, "reader", auth.ReasonBadUser},
+		{basic("nobody", "s3cret-pass"), auth.Read, "nobody", auth.ReasonBadUser},
+		{basic("reader", "wrong"), auth.Read, "reader", auth.ReasonBadUser}, // cached: the same answer
+		{"Bearer " + adminToken, auth.Admin, "ops", ""},
+	}
+	for _, tt := range tests {
+		id, err := a.Authorize(auth.Credentials{Authorization: []string{tt.authorization}}, "GET /stats", tt.need)
+		var reason auth.Reason
+		if r, ok := err.(*auth.Refusal); ok {
+			reason = r.Reason
+		} else if err != nil {
+			t.Fatalf("%v: %T", err, err)
+		}
+		if reason != tt.reason || (tt.name != "" && id.Name != tt.name) {
+			t.Errorf("%s needing %s: %q, %v; want %q, %q", tt.authorization, tt.need, id.Name, err, tt.name, tt.reason)
+		}
+	}
+	if got := testutil.ToFloat64(a.Refusals().WithLabelValues("http", "bad_user")); got != 3 {
+		t.Errorf("bad_user refusals = %v, want 3", got)
+	}
+	without := auth.New(auth.Options{Tokens: tokens})
+	if _, err := without.Authorize(auth.Credentials{Authorization: []string{basic("reader", "s3cret-pass")}}, "x", auth.Read); err == nil ||
+		err.(*auth.Refusal).Reason != auth.ReasonMalformed {
+		t.Errorf("Basic without users = %v, want malformed", err)
+	}
+}
