@@ -133,10 +133,10 @@ type HTTP struct {
 	// no authentication yet (issue 29).
 	// WebConfigFile is the Prometheus exporters' web configuration file
 	// (prometheus/exporter-toolkit): TLS and basic-auth users.
-	WebConfigFile string   `yaml:"web_config_file" help:"Prometheus web configuration file (as exporters' --web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type) and basic_auth_users (name: bcrypt hash), read again at every connection and request; every path then needs a user, health included. Empty: plain HTTP, no authentication"`
-	TokensFile    string   `yaml:"tokens_file" help:"file of bearer tokens (CSV lines token,name,role; any role reads the HTTP surface), for scrapers and tools: re-read when it changes; not with basic_auth_users in web_config_file"`
+	WebConfigFile string   `yaml:"web_config_file" help:"Prometheus web configuration file (as exporters' --web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type) and basic_auth_users (name: bcrypt hash; each user has the read role, beside tokens_file and client_roles), read again every 2 seconds, certificates at every connection; TLS on or off takes a restart. Empty: plain HTTP, no users"`
+	TokensFile    string   `yaml:"tokens_file" help:"file of bearer tokens (CSV lines token,name,role; any role reads the HTTP surface), for scrapers and tools: re-read when it changes"`
 	ClientRoles   []string `yaml:"client_roles" help:"roles of client certificates verified by web_config_file's client_ca_file, as name=role (the subject common name or a DNS, URI or e-mail subject alternative name)"`
-	HealthOpen    bool     `yaml:"health_open" help:"leave /healthz and /readyz open to anyone, for orchestrators' probes, when tokens_file or client_roles guard the rest"`
+	HealthOpen    bool     `yaml:"health_open" help:"leave /healthz and /readyz open to anyone, for orchestrators' probes, when users, tokens_file or client_roles guard the rest"`
 	Insecure      bool     `yaml:"insecure" help:"serve the HTTP surface on an address beyond loopback without authentication (basic_auth_users in web_config_file, tokens_file or client_roles: anyone who reaches it can read the stats and query /contains), which is refused at start otherwise; a warning is logged at every start"`
 }
 

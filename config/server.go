@@ -127,8 +127,5 @@ func (h HTTP) Web() (tls, users bool, err error) {
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		return bad(err)
 	}
-	if len(c.Users) > 0 && h.Authenticates() {
-		return bad(errors.New("basic_auth_users and http.tokens_file or http.client_roles do not go together: the web config file's users are checked on every request first"))
-	}
 	return c.TLS["cert_file"] != nil || c.TLS["cert"] != nil, len(c.Users) > 0, nil
 }

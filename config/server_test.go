@@ -165,7 +165,8 @@ func TestHTTPTokens(t *testing.T) {
 		{"tokens beyond loopback, no TLS", config.HTTP{Addr: ":8080", TokensFile: "t.csv"}, "", "in clear"},
 		{"roles beyond loopback", config.HTTP{Addr: ":8080", ClientRoles: []string{"a=read"}}, "", "in clear"},
 		{"tokens on loopback", config.HTTP{Addr: "127.0.0.1:8080", TokensFile: "t.csv"}, "", ""},
-		{"tokens and users", config.HTTP{Addr: "127.0.0.1:8080", TokensFile: "t.csv", WebConfigFile: users}, "http.web_config_file", ""},
+		{"tokens and users", config.HTTP{Addr: "127.0.0.1:8080", TokensFile: "t.csv", WebConfigFile: users}, "", ""},
+		{"users beyond loopback, no TLS", config.HTTP{Addr: ":8080", WebConfigFile: users}, "", "in clear"},
 		{"bad role", config.HTTP{Addr: "127.0.0.1:8080", ClientRoles: []string{"a=root"}}, "http.client_roles", ""},
 	}
 	for _, tt := range tests {

@@ -61,12 +61,13 @@ type Options struct {
 	// nil discards them.
 	Logger *slog.Logger
 	// WebConfigFile is the Prometheus web configuration file Listen
-	// serves by (see Serve; empty: plain HTTP, no authentication), and
-	// TLS says it enables TLS, so that URL says https.
+	// serves by (see Web; empty: plain HTTP), and TLS says it enables
+	// TLS, so that URL says https (as it does anyway when the file does).
 	WebConfigFile string
 	TLS           bool
 	// Auth, if set, guards every path with tokens or certificates' roles
-	// (any role reads), but /healthz and /readyz with HealthOpen.
+	// (any role reads), beside the file's users, but /healthz and /readyz
+	// with HealthOpen.
 	Auth       *auth.Authenticator
 	HealthOpen bool
 }
@@ -114,6 +115,7 @@ type Server struct {
 	announced   bool // once: Close takes the announcement back
 	peers       []Peer
 
+	web       *Web
 	srv       *http.Server
 	addr      net.Addr
 	cancel    context.CancelFunc
@@ -142,6 +144,12 @@ func New(src Sources, opts Options) (*Server, error) {
 	if err := registerMetrics(opts.Registry, s); err != nil {
 		return nil, fmt.Errorf("watch: metrics: %w", err)
 	}
+	web, err := OpenWeb(WebOptions{ConfigFile: opts.WebConfigFile, Auth: opts.Auth, HealthOpen: opts.HealthOpen,
+		Registerer: opts.Registry, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	s.web = web
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.sample(ctx, time.Now())
@@ -170,14 +178,14 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		return nil, fmt.Errorf("watch: listen: %w", err)
 	}
 	s.mu.Lock()
-	s.srv = &http.Server{Handler: Guard(s.Handler(), s.opts.Auth, s.opts.HealthOpen), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s.web.Handler(s.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	s.addr = ln.Addr()
 	srv := s.srv
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := Serve(ln, srv, s.opts.WebConfigFile, s.opts.Logger); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.web.Serve(ln, srv); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.opts.Logger.Error("watch: serve", "err", err)
 		}
 	}()
@@ -201,7 +209,7 @@ func (s *Server) URL() string {
 // pageURL is PageURL, https when the web configuration enables TLS.
 func (s *Server) pageURL(addr net.Addr) string {
 	u := PageURL(addr.String())
-	if s.opts.TLS {
+	if s.opts.TLS || s.web.TLS() {
 		u = "https" + u[len("http"):]
 	}
 	return u
@@ -236,7 +244,7 @@ func (s *Server) Close() error {
 		}
 		s.cancel()
 		s.wg.Wait()
-		errs = append(errs, s.retire())
+		errs = append(errs, s.web.Close(), s.retire())
 		s.mu.Lock()
 		announced := s.announced
 		s.mu.Unlock()

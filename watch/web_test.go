@@ -1,15 +1,23 @@
 package watch
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
+	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/auth/authtest"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/watch/watchtest"
@@ -17,7 +25,8 @@ import (
 
 // webServer is a watch Server listening on loopback by a web configuration
 // file of TLS (a certificate of ca) and the basic-auth user "reader" with
-// password "s3cret-pass".
+// password "s3cret-pass", beside a tokens file (so that a 401 offers both
+// schemes, as in a deployment where people and scrapers share the page).
 type webServer struct {
 	url string
 	ca  *authtest.CA
@@ -27,8 +36,15 @@ func startWeb(t *testing.T) *webServer {
 	t.Helper()
 	ca := authtest.NewCA(t, "watch CA")
 	path := ca.WebConfig(t, "reader", "s3cret-pass")
+	tokensPath := filepath.Join(t.TempDir(), "tokens.csv")
+	authtest.WriteFile(t, tokensPath, []byte("prometheus-0123456789abcdef,prometheus,read\n"))
+	tokens, err := auth.OpenTokenFile(tokensPath, auth.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tokens.Close() })
 	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()},
-		Options{Interval: 50 * time.Millisecond, WebConfigFile: path, TLS: true})
+		Options{Interval: 50 * time.Millisecond, WebConfigFile: path, Auth: auth.New(auth.Options{Server: "http", Tokens: tokens})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +56,8 @@ func startWeb(t *testing.T) *webServer {
 }
 
 // TestWebConfig: with a web configuration file, the surface is served over
-// TLS and every path needs a basic-auth user (exporter-toolkit's format and
-// code), health included.
+// TLS (exporter-toolkit's format and code) and every path needs a
+// basic-auth user, health included.
 func TestWebConfig(t *testing.T) {
 	w := startWeb(t)
 	if !strings.HasPrefix(w.url, "https://") {
@@ -61,7 +77,7 @@ func TestWebConfig(t *testing.T) {
 		{"/metrics", "reader", "s3cret-pass", http.StatusOK},
 		{"/", "", "", http.StatusUnauthorized},
 		{"/", "reader", "s3cret-pass", http.StatusOK},
-		{"/healthz", "", "", http.StatusUnauthorized}, // every path: the toolkit has no exceptions
+		{"/healthz", "", "", http.StatusUnauthorized}, // closed unless HealthOpen
 		{"/healthz", "reader", "s3cret-pass", http.StatusOK},
 	}
 	for _, tt := range tests {
@@ -152,4 +168,157 @@ func TestPageBehindBasicAuth(t *testing.T) {
 		t.Fatal("the browser was never asked for credentials")
 	}
 	t.Logf("the browser asked for credentials %d times", len(prompts))
+}
+
+// TestWebUsersBesideTokens: the web configuration file's users and a
+// tokens file guard one surface together: a user reads as the read role,
+// a scraper's token too, health stays open with HealthOpen, a 401 offers
+// both schemes (Basic first, for browsers), every refusal is counted by
+// reason, and a user added to the file is let in without a restart.
+func TestWebUsersBesideTokens(t *testing.T) {
+	ca := authtest.NewCA(t, "watch CA")
+	path := ca.WebConfig(t, "reader", "s3cret-pass")
+	tokensPath := filepath.Join(t.TempDir(), "tokens.csv")
+	authtest.WriteFile(t, tokensPath, []byte("prometheus-0123456789abcdef,prometheus,read\n"))
+	reg := prometheus.NewRegistry()
+	tokens, err := auth.OpenTokenFile(tokensPath, auth.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tokens.Close() })
+	a := auth.New(auth.Options{Server: "http", Tokens: tokens, Registerer: reg})
+	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()},
+		Options{Interval: 50 * time.Millisecond, WebConfigFile: path, Auth: a, HealthOpen: true, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	base := strings.TrimSuffix(s.URL(), "/")
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(t, authtest.Pair{})}, Timeout: 10 * time.Second}
+	get := func(path string, set func(*http.Request)) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest("GET", base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set != nil {
+			set(req)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	user := func(u, p string) func(*http.Request) { return func(r *http.Request) { r.SetBasicAuth(u, p) } }
+	token := func(tok string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+	}
+	tests := []struct {
+		name string
+		path string
+		set  func(*http.Request)
+		want int
+	}{
+		{"user", "/stats", user("reader", "s3cret-pass"), http.StatusOK},
+		{"token", "/metrics", token("prometheus-0123456789abcdef"), http.StatusOK},
+		{"nothing", "/stats", nil, http.StatusUnauthorized},
+		{"wrong password", "/stats", user("reader", "wrong"), http.StatusUnauthorized},
+		{"unknown user", "/", user("nobody", "s3cret-pass"), http.StatusUnauthorized},
+		{"unknown token", "/metrics", token("nope-0123456789abcdef"), http.StatusUnauthorized},
+		{"health open", "/healthz", nil, http.StatusOK},
+		{"readiness open", "/readyz", nil, http.StatusOK},
+	}
+	for _, tt := range tests {
+		resp := get(tt.path, tt.set)
+		if resp.StatusCode != tt.want {
+			t.Errorf("%s: GET %s = %d, want %d", tt.name, tt.path, resp.StatusCode, tt.want)
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			got := resp.Header.Values("WWW-Authenticate")
+			if len(got) != 2 || !strings.HasPrefix(got[0], "Basic") || !strings.HasPrefix(got[1], "Bearer") {
+				t.Errorf("%s: challenges %q, want Basic then Bearer", tt.name, got)
+			}
+		}
+	}
+	for reason, want := range map[string]float64{"bad_user": 2, "unknown_token": 1, "missing": 1} {
+		if got := testutil.ToFloat64(a.Refusals().WithLabelValues("http", reason)); got != want {
+			t.Errorf("refusals{reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+
+	// A second user, written over the file as an operator would, is let
+	// in within the file's reload interval; the first stays.
+	hash, err := bcrypt.GenerateFromPassword([]byte("other-pass"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authtest.WriteFile(t, path+".new", fmt.Appendf(old, "  ops: %s\n", hash))
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for get("/stats", user("ops", "other-pass")).StatusCode != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("a user added to the web config file was never let in")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := get("/stats", user("reader", "s3cret-pass")).StatusCode; got != http.StatusOK {
+		t.Errorf("the first user after the reload: %d", got)
+	}
+}
+
+// TestWebConfigWithoutUsers: a web configuration file of TLS only guards
+// nothing (Exposure says so beyond loopback) until a user is added.
+func TestWebConfigWithoutUsers(t *testing.T) {
+	ca := authtest.NewCA(t, "watch CA")
+	path := ca.WebConfig(t, "reader", "s3cret-pass")
+	full, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsOnly, _, _ := strings.Cut(string(full), "basic_auth_users:")
+	authtest.WriteFile(t, path, []byte(tlsOnly))
+	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()},
+		Options{Interval: 50 * time.Millisecond, WebConfigFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(t, authtest.Pair{})}, Timeout: 10 * time.Second}
+	status := func() int {
+		resp, err := client.Get(strings.TrimSuffix(s.URL(), "/") + "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(); got != http.StatusOK {
+		t.Fatalf("TLS only: /stats = %d, want 200", got)
+	}
+	authtest.WriteFile(t, path+".new", full)
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for status() != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatal("a user added to a file without users never guarded the surface")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -46,6 +46,7 @@ type Main struct {
 	w     *pipeline.Worker
 	// closeAuth stops reading http.tokens_file.
 	closeAuth func() error
+	web       *watch.Web // how srv is secured: TLS, users, tokens
 
 	closeOnce sync.Once
 	closeErr  error
@@ -99,7 +100,12 @@ func (m *Main) Open() error {
 				return &config.FieldError{Field: "http.tokens_file", Err: err}
 			}
 		}
-		m.srv = &http.Server{Handler: watch.Guard(m.watch.Handler(), guard, m.Config.HTTP.HealthOpen), ReadHeaderTimeout: 10 * time.Second}
+		if m.web, err = watch.OpenWeb(watch.WebOptions{ConfigFile: m.Config.HTTP.WebConfigFile, Auth: guard,
+			HealthOpen: m.Config.HTTP.HealthOpen, Registerer: m.reg, Logger: m.Logger}); err != nil {
+			m.Close()
+			return err
+		}
+		m.srv = &http.Server{Handler: m.web.Handler(m.watch.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	}
 	return nil
 }
@@ -120,7 +126,7 @@ func (m *Main) Run(ctx context.Context) error {
 	workerDone := make(chan struct{})
 	if m.srv != nil {
 		g.Go(func() error {
-			if err := watch.Serve(m.ln, m.srv, m.Config.HTTP.WebConfigFile, m.Logger); !errors.Is(err, http.ErrServerClosed) {
+			if err := m.web.Serve(m.ln, m.srv); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http: %w", err)
 			}
 			return nil
@@ -158,6 +164,9 @@ func (m *Main) Close() error {
 		}
 		if m.closeAuth != nil {
 			errs = append(errs, m.closeAuth())
+		}
+		if m.web != nil {
+			errs = append(errs, m.web.Close())
 		}
 		if m.w != nil {
 			errs = append(errs, m.w.Close())
