@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 )
 
 // Options configures an Authenticator. Zero values mean the defaults.
@@ -26,8 +28,15 @@ type Options struct {
 	// Registerer receives sieve_auth_refusals_total (nil: none). Two
 	// Authenticators of one process may share it.
 	Registerer prometheus.Registerer
-	// Logger logs refusals (nil: discard).
+	// Logger logs refusals (nil: discard), at most LogBurst at once and
+	// LogRate a second after that.
 	Logger *slog.Logger
+	// LogRate and LogBurst bound the refusals logged (defaults 10 a
+	// second, bursts of 50): a client flooding bad tokens is counted in
+	// full but cannot flood the log; the next line logged says how many
+	// were left out.
+	LogRate  float64
+	LogBurst int
 }
 
 // Authenticator answers who a client is and whether it may make a call.
@@ -37,6 +46,7 @@ type Authenticator struct {
 	o        Options
 	refusals *prometheus.CounterVec
 	users    *users
+	logs     *logLimit
 }
 
 // Credentials are what a client presented for one call.
@@ -64,7 +74,14 @@ func New(o Options) *Authenticator {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	a := &Authenticator{o: o, refusals: refusalsCounter(o.Registerer), users: &users{}}
+	if o.LogRate <= 0 {
+		o.LogRate = 10
+	}
+	if o.LogBurst <= 0 {
+		o.LogBurst = 50
+	}
+	a := &Authenticator{o: o, refusals: refusalsCounter(o.Registerer), users: &users{},
+		logs: &logLimit{l: rate.NewLimiter(rate.Limit(o.LogRate), o.LogBurst)}}
 	for _, r := range Reasons { // every reason shows, at 0, from the start
 		a.refusals.WithLabelValues(o.Server, string(r))
 	}
@@ -149,9 +166,32 @@ func (a *Authenticator) Authorize(c Credentials, call string, need Role) (Identi
 	}
 	r := &Refusal{Reason: reason, Call: call, Name: id.Name, Role: id.Role, Need: need}
 	a.refusals.WithLabelValues(a.o.Server, string(reason)).Inc()
-	a.o.Logger.Warn("auth: refused", "server", a.o.Server, "reason", string(reason), "call", call,
-		"client", c.Addr, "name", id.Name, "role", id.Role.String(), "need", need.String())
+	if left, ok := a.logs.allow(); ok {
+		attrs := []any{"server", a.o.Server, "reason", string(reason), "call", call,
+			"client", c.Addr, "name", id.Name, "role", id.Role.String(), "need", need.String()}
+		if left > 0 {
+			attrs = append(attrs, "not_logged_before", left)
+		}
+		a.o.Logger.Warn("auth: refused", attrs...)
+	}
 	return id, r
+}
+
+// logLimit lets refusals be logged at a bounded rate and counts those it
+// left out since the last one logged.
+type logLimit struct {
+	l    *rate.Limiter
+	left atomic.Int64
+}
+
+// allow reports whether to log one more refusal, and how many were not
+// logged before it.
+func (g *logLimit) allow() (left int64, ok bool) {
+	if !g.l.Allow() {
+		g.left.Add(1)
+		return 0, false
+	}
+	return g.left.Swap(0), true
 }
 
 // authenticate returns the identity c proves, or the reason it proves

@@ -1,8 +1,12 @@
 package auth_test
 
 import (
+	"bytes"
 	"encoding/base64"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -95,5 +99,32 @@ func TestUsers(t *testing.T) {
 	if _, err := without.Authorize(auth.Credentials{Authorization: []string{basic("reader", "s3cret-pass")}}, "x", auth.Read); err == nil ||
 		err.(*auth.Refusal).Reason != auth.ReasonMalformed {
 		t.Errorf("Basic without users = %v, want malformed", err)
+	}
+}
+
+// TestRefusalLogLimit: a flood of bad credentials is counted in full but
+// logged at the bounded rate, and the next line logged says how many were
+// left out; the token itself is in no line.
+func TestRefusalLogLimit(t *testing.T) {
+	var buf bytes.Buffer
+	a := auth.New(auth.Options{Server: "http", Logger: slog.New(slog.NewTextHandler(&buf, nil)), LogRate: 2, LogBurst: 5})
+	const flood = 100
+	for range flood {
+		a.Authorize(auth.Credentials{Authorization: []string{"Bearer flood-0123456789abcdef"}, Addr: "192.0.2.1:1"}, "GET /stats", auth.Read)
+	}
+	if got := testutil.ToFloat64(a.Refusals().WithLabelValues("http", "unknown_token")); got != flood {
+		t.Fatalf("counted %v refusals, want %d", got, flood)
+	}
+	if lines := strings.Count(buf.String(), "auth: refused"); lines < 5 || lines > 7 {
+		t.Fatalf("%d lines logged for %d refusals at a burst of 5", lines, flood)
+	}
+	time.Sleep(600 * time.Millisecond) // one more token at 2 a second
+	buf.Reset()
+	a.Authorize(auth.Credentials{Addr: "192.0.2.1:1"}, "GET /stats", auth.Read)
+	if !strings.Contains(buf.String(), "not_logged_before=") {
+		t.Fatalf("the line after the flood does not say what was left out: %s", buf.String())
+	}
+	if strings.Contains(buf.String(), "flood-0123") {
+		t.Fatal("a token was logged")
 	}
 }
