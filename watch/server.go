@@ -178,7 +178,7 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		return nil, fmt.Errorf("watch: listen: %w", err)
 	}
 	s.mu.Lock()
-	s.srv = &http.Server{Handler: s.web.Handler(s.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = NewHTTPServer(s.web.Handler(s.Handler()))
 	s.addr = ln.Addr()
 	srv := s.srv
 	s.mu.Unlock()
@@ -193,6 +193,16 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		s.opts.Logger.Warn("watch: commands will not find this process", "err", err)
 	}
 	return ln.Addr(), nil
+}
+
+// NewHTTPServer returns the http.Server a watch surface is served by
+// (Listen's, and a process's that serves Handler itself): a client has
+// 10 seconds to finish its TLS handshake and send its headers (net/http
+// bounds the handshake by ReadHeaderTimeout too) and 64 KiB of headers at
+// most, so that clients holding connections half-open (slowloris) are
+// dropped; an idle keep-alive connection is closed after 2 minutes.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
 // URL returns the page's address once Listen succeeded ("" before): a
@@ -238,8 +248,15 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		var errs []error
 		if srv != nil {
+			// Connections that never sent a request (stalled in the TLS
+			// handshake or the headers) are not idle to Shutdown: past
+			// the grace they are closed rather than waited for.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			errs = append(errs, srv.Shutdown(ctx))
+			if err := srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+				srv.Close()
+			} else {
+				errs = append(errs, err)
+			}
 			cancel()
 		}
 		s.cancel()

@@ -1,8 +1,10 @@
 package watch
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,6 +32,7 @@ import (
 type webServer struct {
 	url string
 	ca  *authtest.CA
+	srv *Server
 }
 
 func startWeb(t *testing.T) *webServer {
@@ -52,7 +55,7 @@ func startWeb(t *testing.T) *webServer {
 	if _, err := s.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	return &webServer{url: strings.TrimSuffix(s.URL(), "/"), ca: ca}
+	return &webServer{url: strings.TrimSuffix(s.URL(), "/"), ca: ca, srv: s}
 }
 
 // TestWebConfig: with a web configuration file, the surface is served over
@@ -320,5 +323,68 @@ func TestWebConfigWithoutUsers(t *testing.T) {
 			t.Fatal("a user added to a file without users never guarded the surface")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestWebSlowClients: behind TLS and users, 100 connections stalled in
+// the TLS handshake, 50 that finish it and send half a request's headers
+// (slowloris), and one sending headers past the limit do not keep a good
+// client from being answered, nor Close from returning: connections that
+// never sent a request are closed after the grace, not waited for.
+func TestWebSlowClients(t *testing.T) {
+	w := startWeb(t)
+	addr := strings.TrimPrefix(w.url, "https://")
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range 100 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{0x16}) // a handshake record's first byte, then nothing
+		held = append(held, c)
+	}
+	for range 50 {
+		c, err := tls.Dial("tcp", addr, w.ca.ClientTLS(t, authtest.Pair{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET /stats HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		held = append(held, c)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: w.ca.ClientTLS(t, authtest.Pair{})}, Timeout: 10 * time.Second}
+	huge, _ := http.NewRequest("GET", w.url+"/stats", nil)
+	huge.Header.Set("X-Huge", strings.Repeat("a", 100<<10))
+	if resp, err := client.Do(huge); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("100 KiB of headers: %d, want 431", resp.StatusCode)
+		}
+	}
+	for range 5 {
+		req, _ := http.NewRequest("GET", w.url+"/stats", nil)
+		req.SetBasicAuth("reader", "s3cret-pass")
+		resp, err := client.Do(req) // the client's timeout bounds a hang
+		if err != nil {
+			t.Fatalf("a good client beside 150 stalled ones: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a good client beside 150 stalled ones: %d", resp.StatusCode)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.srv.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close beside stalled clients: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for stalled clients")
 	}
 }

@@ -105,7 +105,7 @@ func (m *Main) Open() error {
 			m.Close()
 			return err
 		}
-		m.srv = &http.Server{Handler: m.web.Handler(m.watch.Handler()), ReadHeaderTimeout: 10 * time.Second}
+		m.srv = watch.NewHTTPServer(m.web.Handler(m.watch.Handler()))
 	}
 	return nil
 }
@@ -139,7 +139,11 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			return m.srv.Shutdown(sctx)
+			if err := m.srv.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
+				return m.srv.Close() // clients that never sent a request: not waited for
+			} else {
+				return err
+			}
 		})
 	}
 	g.Go(func() error {
