@@ -32,11 +32,12 @@ var healthRoles = map[string]auth.Role{
 }
 
 type grpcServer struct {
-	addr   string
-	ca     *authtest.CA
-	tokens string // the tokens file
-	cert   authtest.Pair
-	auth   *auth.Authenticator
+	addr     string
+	ca       *authtest.CA
+	tokens   string // the tokens file
+	clientCA string // the client CA file, a copy of ca's
+	cert     authtest.Pair
+	auth     *auth.Authenticator
 }
 
 // startGRPC serves grpc's health service over TLS (a certificate of a new
@@ -57,10 +58,18 @@ func startGRPC(t *testing.T) *grpcServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: ca.CertFile})
+	caPEM, err := os.ReadFile(ca.CertFile)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.clientCA = filepath.Join(t.TempDir(), "client-ca.pem")
+	authtest.WriteFile(t, s.clientCA, caPEM)
+	clientCA, err := auth.OpenCAFile(s.clientCA, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clientCA.Close() })
+	cfg := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: clientCA})
 	s.auth = auth.New(auth.Options{Server: "test", Tokens: tokens, Identities: auth.Identities{"fetcher-2": auth.Crawl}})
 	g := grpc.NewServer(append(s.auth.GRPCOptions(healthRoles), grpc.Creds(credentials.NewTLS(cfg)))...)
 	healthpb.RegisterHealthServer(g, health.NewServer())
@@ -215,10 +224,12 @@ func TestRequireClientCert(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { certs.Close() })
-	cfg, err := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: ca.CertFile, RequireClientCert: true})
+	clientCA, err := auth.OpenCAFile(ca.CertFile, auth.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { clientCA.Close() })
+	cfg := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: clientCA, RequireClientCert: true})
 	a := auth.New(auth.Options{Identities: auth.Identities{"fetcher-2": auth.Crawl}})
 	g := grpc.NewServer(append(a.GRPCOptions(healthRoles), grpc.Creds(credentials.NewTLS(cfg)))...)
 	healthpb.RegisterHealthServer(g, health.NewServer())
@@ -237,7 +248,62 @@ func TestRequireClientCert(t *testing.T) {
 	if got := call(with, authtest.Bearer(t, ""), auth.Crawl); got != codes.OK {
 		t.Errorf("a client with a crawl certificate: %v, want OK", got)
 	}
-	if _, err := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: filepath.Join(t.TempDir(), "none.pem")}); err == nil {
-		t.Error("ServerTLS with a missing client CA succeeded")
+	if _, err := auth.OpenCAFile(filepath.Join(t.TempDir(), "none.pem"), auth.FileOptions{}); err == nil {
+		t.Error("OpenCAFile of a missing file succeeded")
 	}
+	empty := filepath.Join(t.TempDir(), "empty.pem")
+	authtest.WriteFile(t, empty, []byte("not a certificate\n"))
+	if _, err := auth.OpenCAFile(empty, auth.FileOptions{}); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("OpenCAFile of a file without a certificate: %v", err)
+	}
+}
+
+// TestClientCARotated: a CA added to the client CA file is trusted at the
+// next handshake without a restart, and one removed no longer is; a file
+// broken meanwhile keeps the last good CAs.
+func TestClientCARotated(t *testing.T) {
+	s := startGRPC(t)
+	other := authtest.NewCA(t, "next CA")
+	cert := other.Client(t, "fetcher-2")
+	attempt := func() codes.Code {
+		return call(dial(t, s.addr, s.ca.ClientTLS(t, cert)), authtest.Bearer(t, ""), auth.Crawl)
+	}
+	// Go's client sends no certificate of a CA the server does not name
+	// in its request: the call comes without a credential.
+	if got := attempt(); got != codes.Unauthenticated {
+		t.Fatalf("a certificate of a CA not yet trusted: %v, want UNAUTHENTICATED", got)
+	}
+	first, err := os.ReadFile(s.ca.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := os.ReadFile(other.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotate := func(contents []byte) {
+		authtest.WriteFile(t, s.clientCA+".new", contents)
+		if err := os.Rename(s.clientCA+".new", s.clientCA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(want codes.Code, what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for attempt() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: never %v", what, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	rotate(append(append([]byte{}, first...), next...))
+	waitFor(codes.OK, "the next CA added")
+	rotate([]byte("-----BEGIN garbage"))
+	time.Sleep(100 * time.Millisecond) // ten reload intervals
+	if got := attempt(); got != codes.OK {
+		t.Fatalf("a broken client CA file: %v, want the last good CAs kept (OK)", got)
+	}
+	rotate(first)
+	waitFor(codes.Unauthenticated, "the next CA removed")
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
 )
 
 // CertFile is a server certificate and its key read from PEM files, read
@@ -43,13 +42,50 @@ func (f *CertFile) Close() error {
 	return nil
 }
 
+// CAFile is a PEM file of CA certificates, read again every interval and
+// swapped when it changed, as a CertFile is: a client CA added (or a
+// compromised one removed) applies to the next handshake without a
+// restart. A file with no certificate keeps the last good pool. Close
+// stops it.
+type CAFile struct {
+	r *reloader[*x509.CertPool]
+}
+
+// OpenCAFile loads the CAs at path and keeps them current until Close.
+func OpenCAFile(path string, o FileOptions) (*CAFile, error) {
+	o = o.withDefaults()
+	r := &reloader[*x509.CertPool]{
+		paths: []string{path}, logger: o.Logger, what: "client CA", failed: o.Failed,
+		parse: func(c [][]byte) (*x509.CertPool, error) {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(c[0]) {
+				return nil, fmt.Errorf("no PEM certificate in %s", path)
+			}
+			return pool, nil
+		},
+	}
+	if err := r.start(o.Interval); err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	return &CAFile{r: r}, nil
+}
+
+// Pool returns the current CAs.
+func (f *CAFile) Pool() *x509.CertPool { return *f.r.cur.Load() }
+
+// Close stops reading the file. It is idempotent.
+func (f *CAFile) Close() error {
+	f.r.close()
+	return nil
+}
+
 // TLSOptions configures ServerTLS.
 type TLSOptions struct {
 	// Cert is the server's certificate (required).
 	Cert *CertFile
-	// ClientCA is a PEM file of the CAs client certificates are verified
-	// against (empty: clients are not asked for one).
-	ClientCA string
+	// ClientCA holds the CAs client certificates are verified against
+	// (nil: clients are not asked for one).
+	ClientCA *CAFile
 	// RequireClientCert refuses, in the handshake, a client without a
 	// certificate of ClientCA; otherwise such a client may still
 	// authenticate with a token.
@@ -58,24 +94,23 @@ type TLSOptions struct {
 
 // ServerTLS returns the tls.Config of a server: TLS 1.2 at least, the
 // certificate of o.Cert, and with o.ClientCA, client certificates
-// verified against it (a certificate of another CA fails the handshake).
-func ServerTLS(o TLSOptions) (*tls.Config, error) {
+// verified against its current CAs (a certificate of another CA fails the
+// handshake): each handshake gets a config of the pool of the moment.
+func ServerTLS(o TLSOptions) *tls.Config {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: o.Cert.GetCertificate}
-	if o.ClientCA == "" {
-		return cfg, nil
+	if o.ClientCA == nil {
+		return cfg
 	}
-	pem, err := os.ReadFile(o.ClientCA)
-	if err != nil {
-		return nil, fmt.Errorf("client CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("client CA: no PEM certificate in %s", o.ClientCA)
-	}
-	cfg.ClientCAs = pool
+	cfg.ClientCAs = o.ClientCA.Pool()
 	cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	if o.RequireClientCert {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return cfg, nil
+	base := cfg.Clone()
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		c := base.Clone()
+		c.ClientCAs = o.ClientCA.Pool()
+		return c, nil
+	}
+	return cfg
 }

@@ -19,7 +19,7 @@ import (
 type ServerSecurity struct {
 	TLSCert     string   `yaml:"tls_cert" help:"PEM certificate (chain) the server presents, with tls_key; re-read when the file changes, so a renewed certificate needs no restart. Empty: no TLS"`
 	TLSKey      string   `yaml:"tls_key" help:"PEM private key of tls_cert; re-read with it"`
-	TLSClientCA string   `yaml:"tls_client_ca" help:"PEM file of the CAs client certificates are verified against (mutual TLS); a client may still come without one and use a token, unless tls_client_required"`
+	TLSClientCA string   `yaml:"tls_client_ca" help:"PEM file of the CAs client certificates are verified against (mutual TLS), re-read when it changes; a client may still come without one and use a token, unless tls_client_required"`
 	TLSRequired bool     `yaml:"tls_client_required" help:"refuse, in the TLS handshake, a client without a certificate of tls_client_ca"`
 	TokensFile  string   `yaml:"tokens_file" help:"file of bearer tokens, CSV lines token,name,role (role read, crawl or admin; # comments); re-read when it changes, so tokens rotate without a restart. Never give a token on the command line"`
 	ClientRoles []string `yaml:"client_roles" help:"roles of client certificates (tls_client_ca), as name=role: name is the subject common name or a DNS, URI or e-mail subject alternative name; e.g. fetcher-1=crawl,ops.example=admin"`

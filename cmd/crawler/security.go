@@ -48,9 +48,14 @@ func openServerSecurity(section, addr string, sec config.ServerSecurity, reg pro
 			return nil, &config.FieldError{Field: section + ".tls_cert", Err: err}
 		}
 		s.closers = append(s.closers, cert.Close)
-		if s.tls, err = auth.ServerTLS(auth.TLSOptions{Cert: cert, ClientCA: sec.TLSClientCA, RequireClientCert: sec.TLSRequired}); err != nil {
-			return nil, &config.FieldError{Field: section + ".tls_client_ca", Err: err}
+		o := auth.TLSOptions{Cert: cert, RequireClientCert: sec.TLSRequired}
+		if sec.TLSClientCA != "" {
+			if o.ClientCA, err = auth.OpenCAFile(sec.TLSClientCA, fo("tls_client_ca")); err != nil {
+				return nil, &config.FieldError{Field: section + ".tls_client_ca", Err: err}
+			}
+			s.closers = append(s.closers, o.ClientCA.Close)
 		}
+		s.tls = auth.ServerTLS(o)
 	}
 	if !sec.Authenticates() {
 		return s, nil
