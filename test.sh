@@ -86,6 +86,9 @@ fi
 # user (issue 29).
 have openssl || install openssl openssl
 have curl || install curl curl
+# A real Prometheus scrapes the HTTP surface behind TLS, a user and a token.
+have prometheus || install prometheus prometheus
+if have systemctl; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
 
 # A missing service must fail the run, never skip it.
 export CI=true
