@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/auth/authtest"
 	"github.com/sievecrawl/sieve/internal/toolstest"
 	"github.com/sievecrawl/sieve/stats"
@@ -34,15 +33,8 @@ func TestPrometheusScrapesSecuredSurface(t *testing.T) {
 	dir := t.TempDir()
 	ca := authtest.NewCA(t, "scrape CA")
 	webPath := ca.WebConfig(t, "grafana", "s3cret-pass")
-	tokensPath := filepath.Join(dir, "tokens.csv")
-	authtest.WriteFile(t, tokensPath, []byte("prometheus-0123456789abcdef,prometheus,read\n"))
-	tokens, err := auth.OpenTokenFile(tokensPath, auth.FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tokens.Close() })
 	reg := prometheus.NewRegistry()
-	a := auth.New(auth.Options{Server: "http", Tokens: tokens, Registerer: reg})
+	a := tokenAuth(t, reg)
 	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()},
 		Options{Interval: 50 * time.Millisecond, WebConfigFile: webPath, Auth: a, Registry: reg})
 	if err != nil {
@@ -55,7 +47,7 @@ func TestPrometheusScrapesSecuredSurface(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(addr.String())
 	target := "localhost:" + port // the name the test certificate is for
-	authtest.WriteFile(t, filepath.Join(dir, "good.token"), []byte("prometheus-0123456789abcdef\n"))
+	authtest.WriteFile(t, filepath.Join(dir, "good.token"), []byte(scraperToken+"\n"))
 	authtest.WriteFile(t, filepath.Join(dir, "bad.token"), []byte("stale-0123456789abcdef\n"))
 	authtest.WriteFile(t, filepath.Join(dir, "password"), []byte("s3cret-pass"))
 	job := func(name, auth string) string {
@@ -144,7 +136,7 @@ func TestPrometheusScrapesSecuredSurface(t *testing.T) {
 	if n := testutil.ToFloat64(a.Refusals().WithLabelValues("http", "unknown_token")); n < 1 {
 		t.Errorf("the stale token's scrapes were not counted as refusals: %v", n)
 	}
-	if strings.Contains(logs.String(), "prometheus-0123") {
+	if strings.Contains(logs.String(), scraperToken) {
 		t.Error("Prometheus logged the token")
 	}
 }

@@ -39,15 +39,8 @@ func startWeb(t *testing.T) *webServer {
 	t.Helper()
 	ca := authtest.NewCA(t, "watch CA")
 	path := ca.WebConfig(t, "reader", "s3cret-pass")
-	tokensPath := filepath.Join(t.TempDir(), "tokens.csv")
-	authtest.WriteFile(t, tokensPath, []byte("prometheus-0123456789abcdef,prometheus,read\n"))
-	tokens, err := auth.OpenTokenFile(tokensPath, auth.FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tokens.Close() })
 	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()},
-		Options{Interval: 50 * time.Millisecond, WebConfigFile: path, Auth: auth.New(auth.Options{Server: "http", Tokens: tokens})})
+		Options{Interval: 50 * time.Millisecond, WebConfigFile: path, Auth: tokenAuth(t, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +49,24 @@ func startWeb(t *testing.T) *webServer {
 		t.Fatal(err)
 	}
 	return &webServer{url: strings.TrimSuffix(s.URL(), "/"), ca: ca, srv: s}
+}
+
+// scraperToken is the token of the read role tokenAuth knows.
+const scraperToken = "prometheus-0123456789abcdef"
+
+// tokenAuth returns an Authenticator of server "http" knowing
+// scraperToken, from a tokens file read until the test ends, its refusals
+// counted on reg (nil: none).
+func tokenAuth(t *testing.T, reg prometheus.Registerer) *auth.Authenticator {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens.csv")
+	authtest.WriteFile(t, path, []byte(scraperToken+",prometheus,read\n"))
+	tokens, err := auth.OpenTokenFile(path, auth.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tokens.Close() })
+	return auth.New(auth.Options{Server: "http", Tokens: tokens, Registerer: reg})
 }
 
 // TestWebConfig: with a web configuration file, the surface is served over
@@ -181,15 +192,8 @@ func TestPageBehindBasicAuth(t *testing.T) {
 func TestWebUsersBesideTokens(t *testing.T) {
 	ca := authtest.NewCA(t, "watch CA")
 	path := ca.WebConfig(t, "reader", "s3cret-pass")
-	tokensPath := filepath.Join(t.TempDir(), "tokens.csv")
-	authtest.WriteFile(t, tokensPath, []byte("prometheus-0123456789abcdef,prometheus,read\n"))
 	reg := prometheus.NewRegistry()
-	tokens, err := auth.OpenTokenFile(tokensPath, auth.FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tokens.Close() })
-	a := auth.New(auth.Options{Server: "http", Tokens: tokens, Registerer: reg})
+	a := tokenAuth(t, reg)
 	s, err := New(Sources{Role: "dedup-worker", Counters: stats.NewMemory()},
 		Options{Interval: 50 * time.Millisecond, WebConfigFile: path, Auth: a, HealthOpen: true, Registry: reg})
 	if err != nil {
@@ -229,7 +233,7 @@ func TestWebUsersBesideTokens(t *testing.T) {
 		want int
 	}{
 		{"user", "/stats", user("reader", "s3cret-pass"), http.StatusOK},
-		{"token", "/metrics", token("prometheus-0123456789abcdef"), http.StatusOK},
+		{"token", "/metrics", token(scraperToken), http.StatusOK},
 		{"nothing", "/stats", nil, http.StatusUnauthorized},
 		{"wrong password", "/stats", user("reader", "wrong"), http.StatusUnauthorized},
 		{"unknown user", "/", user("nobody", "s3cret-pass"), http.StatusUnauthorized},
