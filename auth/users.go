@@ -22,14 +22,20 @@ type UserSource interface {
 
 // users checks basic-auth passwords against bcrypt hashes. bcrypt is slow
 // on purpose (tens of milliseconds at cost 10), so each outcome is
-// remembered by the SHA-256 of user, hash and password — a browser or
-// a scraper sends the same credentials with every request — and at most
-// one comparison runs at a time, so that a flood of wrong passwords costs
-// one core, not all (as exporter-toolkit's server does). The memory is a
-// map dropped whole when it reaches maxCached outcomes.
+// remembered by the SHA-256 of user, hash and password — a browser or a
+// scraper sends the same credentials with every request — and at most one
+// comparison runs at a time, so that a flood of wrong passwords costs one
+// core, not all (as exporter-toolkit's server does). Successes and
+// failures are remembered apart, each in a map dropped whole when it
+// reaches maxCached: a flood of distinct guesses churns the failures only,
+// so a user already let in is answered from memory, never queued behind
+// the guesses' comparisons. A changed hash (a new password) is another
+// key, so an old password is not let in from memory.
 type users struct {
-	mu     sync.Mutex // held during a comparison
-	cached map[[sha256.Size]byte]bool
+	compare sync.Mutex // held during a comparison
+	mu      sync.Mutex // guards the maps, never held during a comparison
+	good    map[[sha256.Size]byte]struct{}
+	bad     map[[sha256.Size]byte]struct{}
 }
 
 const maxCached = 1024
@@ -59,15 +65,25 @@ func (u *users) check(set map[string]string, user, password string) bool {
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	ok, seen := u.cached[key]
-	if !seen {
-		ok = bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil && known
-		if u.cached == nil || len(u.cached) >= maxCached {
-			u.cached = make(map[[sha256.Size]byte]bool)
-		}
-		u.cached[key] = ok
+	_, good := u.good[key]
+	_, bad := u.bad[key]
+	u.mu.Unlock()
+	if good || bad {
+		return good
 	}
+	u.compare.Lock()
+	ok := bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil && known
+	u.compare.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := &u.bad
+	if ok {
+		m = &u.good
+	}
+	if *m == nil || len(*m) >= maxCached {
+		*m = make(map[[sha256.Size]byte]struct{})
+	}
+	(*m)[key] = struct{}{}
 	return ok
 }
 
