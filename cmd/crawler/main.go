@@ -11,6 +11,8 @@
 //	crawler crawls [--data-dir DIR]   the crawls on the pipeline (or in DIR), their settings and queues
 //	crawler delete-crawl [--data-dir DIR] ID…
 //	                                  remove crawls: queues, filter, record
+//	crawler credentials --dir DIR --names a,b
+//	                                  make a deployment's CA, certificate and tokens
 //
 // Settings come from a YAML file (--config), SIEVE_* environment variables
 // and flags; `crawler run --help` lists them all.
@@ -56,6 +58,9 @@ const usage = `Usage:
   crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it reports)
   crawler delete-crawl --data-dir DIR ID…
                                  remove embedded crawls from DIR (refused while a run owns it)
+  crawler credentials --dir DIR --names NAME,…
+                                 write a deployment's CA, server certificate, tokens and web config
+                                 into DIR, keeping those there and valid (docs/security.md)
 
 'crawler run --help' lists every setting.
 `
@@ -70,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "migrate-captures", "serve":
+	case "credentials":
+		return credentialsCommand(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
