@@ -24,6 +24,7 @@ COPY --from=build /out/crawler /out/dedup-worker /usr/local/bin/
 USER sieve
 WORKDIR /data
 # The watch page and endpoints of both programs (/, /stats, /metrics, /healthz,
-# /readyz): compose sets SIEVE_HTTP_ADDR=:8080 and SIEVE_HTTP_INSECURE=true (the default is loopback only).
+# /readyz): compose sets SIEVE_HTTP_ADDR=:8080 (the default is loopback only),
+# over TLS and behind tokens that `crawler credentials` writes (docs/security.md).
 EXPOSE 8080
 CMD ["crawler", "--help"]

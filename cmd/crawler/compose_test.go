@@ -142,9 +142,11 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("service %s: SIEVE_NATS_URL = %q, want the nats service", name, s.Environment["SIEVE_NATS_URL"])
 		}
 	}
-	// The values load and validate as the programs would.
+	// The values load and validate as the programs would, with the files
+	// the credentials service writes.
+	dir := composeCredentials(t)
 	lookup := func(env map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		return func(k string) (string, bool) { v, ok := env[k]; return inMount(v, dir), ok }
 	}
 	if err := workerLoader.Load(lookup(c.Services["dedup-worker"].Environment)); err != nil {
 		t.Errorf("dedup-worker environment: %v", err)

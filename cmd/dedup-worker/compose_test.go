@@ -11,7 +11,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/credentials"
 )
 
 // clusterCompose is the part of compose.yaml's cluster profile the test
@@ -86,7 +88,20 @@ func TestComposeClusterProfile(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	l := config.NewLoader(fs, &cfg)
-	if err := l.Load(func(k string) (string, bool) { v, ok := w.Environment[k]; return v, ok }); err != nil {
+	// Its files are the credentials service's (cmd/crawler's
+	// TestComposeCredentials runs that command; any will do here).
+	dir := t.TempDir()
+	if _, err := credentials.Generate(credentials.Options{Dir: dir, Names: []string{"cluster-dedup-worker"},
+		Tokens: []credentials.Token{{Name: "prometheus", Role: auth.Read}}}); err != nil {
+		t.Fatal(err)
+	}
+	inMount := func(v string) string {
+		if rest, ok := strings.CutPrefix(v, "/credentials/"); ok {
+			return filepath.Join(dir, rest)
+		}
+		return v
+	}
+	if err := l.Load(func(k string) (string, bool) { v, ok := w.Environment[k]; return inMount(v), ok }); err != nil {
 		t.Fatalf("cluster-dedup-worker environment: %v", err)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -117,6 +132,22 @@ func TestComposeClusterProfile(t *testing.T) {
 	}
 	if w.DependsOn["redis-cluster-init"].Condition != "service_completed_successfully" {
 		t.Errorf("cluster-dedup-worker must wait for the Redis Cluster to be created: %+v", w.DependsOn)
+	}
+	// Its HTTP surface on every interface, over TLS behind tokens, with the
+	// files of the credentials volume (issue 29).
+	tls, _, err := cfg.HTTP.Web()
+	if warning, xerr := cfg.HTTP.Exposure(); cfg.HTTP.Insecure || !tls || !cfg.HTTP.Authenticates() || err != nil || xerr != nil || warning != "" {
+		t.Errorf("cluster-dedup-worker http: insecure %v, TLS %v (%v), tokens %v; exposure %q %v: want TLS and tokens, no warning",
+			cfg.HTTP.Insecure, tls, err, cfg.HTTP.Authenticates(), warning, xerr)
+	}
+	for _, name := range []string{"cluster-dedup-worker", "cluster-crawler"} {
+		s := c.Services[name]
+		if !slices.Contains(s.Volumes, "credentials:/credentials:ro") || s.DependsOn["credentials"].Condition != "service_completed_successfully" {
+			t.Errorf("%s: volumes %q, depends_on %+v: want the credentials volume read-only, after the credentials service completed", name, s.Volumes, s.DependsOn)
+		}
+		if _, ok := s.Environment["SIEVE_HTTP_INSECURE"]; ok {
+			t.Errorf("%s sets SIEVE_HTTP_INSECURE", name)
+		}
 	}
 }
 
