@@ -48,8 +48,9 @@
 // owns server-key.pem and tokens.csv (0600), a token-NAME file is owned by
 // its Token.Owner (Prometheus's nobody, 65534, for its token) or else by
 // Owner (0600); ca-key.pem stays with the user running Generate (0600);
-// ca.pem, server.pem and web.yml hold no secret (0644). An owner of -1
+// ca.pem, server.pem and web.yml hold no secret (0644). An owner of 0
 // leaves a file with the user running Generate, who then must be the one
-// reading it. Modes and owners are set again at every run, which changes
-// no byte.
+// reading it. Dir itself is made 0755, so that each reader reaches its
+// file. Modes and owners are set again at every run, which changes no
+// byte.
 package credentials
