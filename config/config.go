@@ -32,7 +32,24 @@ type Config struct {
 	Frontier  Frontier  `yaml:"frontier"`
 	Worker    Worker    `yaml:"worker"`
 	HTTP      HTTP      `yaml:"http"`
+	Client    Client    `yaml:"client"`
 	Log       Log       `yaml:"log"`
+}
+
+// Client is what Sieve's own commands present to a running process's HTTP
+// surface (crawler stats of a live run, dedup-worker stats --url, a filter
+// query of a running crawl): the CA to trust and the credentials, for a
+// surface behind TLS and authentication (docs/security.md).
+type Client struct {
+	CAFile    string `yaml:"ca_file" help:"PEM file of the CAs to trust besides the system's when reading a running process's HTTP surface over TLS"`
+	CertFile  string `yaml:"cert_file" help:"PEM client certificate (with key_file) to present to a surface that maps certificates to roles"`
+	KeyFile   string `yaml:"key_file" help:"PEM private key of cert_file"`
+	TokenFile string `yaml:"token_file" help:"file holding one bearer token (only the token, as Prometheus' credentials_file), read at each request; never give a token on the command line"`
+}
+
+// Options returns the client settings as package auth takes them.
+func (c Client) Options() auth.ClientOptions {
+	return auth.ClientOptions{CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, TokenFile: c.TokenFile}
 }
 
 // Redis locates the Redis that holds the shared filter and statistics.
@@ -250,6 +267,9 @@ func (c Config) Validate() error {
 	}
 	for _, e := range c.Worker.validate(c.Frontier) {
 		add(e)
+	}
+	if (c.Client.CertFile == "") != (c.Client.KeyFile == "") {
+		add(invalid("client.cert_file", "client.cert_file and client.key_file go together"))
 	}
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
