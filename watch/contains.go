@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sievecrawl/sieve/auth"
 )
 
 // MaxContainsKeys bounds the keys of one /contains request.
@@ -51,9 +53,14 @@ func (s *Server) serveContains(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, containsResponse{Seen: seen})
 }
 
+// Contains is Client{}.Contains.
+func Contains(ctx context.Context, pageURL string, keys [][]byte) ([]bool, error) {
+	return Client{}.Contains(ctx, pageURL, keys)
+}
+
 // Contains asks the process whose page is at pageURL which of the canonical
 // URLs keys its filter holds, MaxContainsKeys at a time.
-func Contains(ctx context.Context, pageURL string, keys [][]byte) ([]bool, error) {
+func (c Client) Contains(ctx context.Context, pageURL string, keys [][]byte) ([]bool, error) {
 	out := make([]bool, 0, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), MaxContainsKeys)
@@ -61,7 +68,7 @@ func Contains(ctx context.Context, pageURL string, keys [][]byte) ([]bool, error
 		for _, k := range keys[:n] {
 			req.Keys = append(req.Keys, string(k))
 		}
-		seen, err := containsOnce(ctx, pageURL+"contains", req)
+		seen, err := c.containsOnce(ctx, pageURL+"contains", req)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +81,7 @@ func Contains(ctx context.Context, pageURL string, keys [][]byte) ([]bool, error
 	return out, nil
 }
 
-func containsOnce(ctx context.Context, url string, req containsRequest) ([]bool, error) {
+func (c Client) containsOnce(ctx context.Context, url string, req containsRequest) ([]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	body, err := json.Marshal(req)
@@ -86,11 +93,14 @@ func containsOnce(ctx context.Context, url string, req containsRequest) ([]bool,
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(hr)
+	resp, err := c.do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	defer resp.Body.Close()
+	if why := auth.ExplainStatus(resp.StatusCode); why != "" {
+		return nil, fmt.Errorf("watch: %s: %s: %s", url, resp.Status, why)
+	}
 	if resp.StatusCode != http.StatusOK {
 		var msg bytes.Buffer
 		_, _ = msg.ReadFrom(http.MaxBytesReader(nil, resp.Body, 1024))

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sievecrawl/sieve/auth"
 )
 
 // Files a Server with Options.Dir keeps in that directory (an embedded
@@ -65,14 +67,59 @@ func writeFileAtomic(path string, b []byte) error {
 // has used.
 var ErrNothingInDir = errors.New("watch: no process has run in this directory")
 
+// Client reads the surfaces of running processes for Sieve's commands
+// (their reports, whether one runs in a directory, what their filters
+// hold), over HTTP as its HTTP client says: the credentials of
+// config.Client (auth.ClientOptions) for a surface behind TLS and
+// authentication. The zero value uses http.DefaultClient.
+type Client struct {
+	HTTP *http.Client
+}
+
+// NewClient returns a Client presenting o's credentials.
+func NewClient(o auth.ClientOptions) (Client, error) {
+	hc, err := o.HTTPClient(0)
+	if err != nil {
+		return Client{}, err
+	}
+	return Client{HTTP: hc}, nil
+}
+
+func (c Client) do(req *http.Request) (*http.Response, error) {
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, auth.ExplainHTTP(err)
+	}
+	return resp, nil
+}
+
+// refused is the error of a status other than 200 from url, naming the
+// client setting that answers a refusal.
+func refused(url string, resp *http.Response) error {
+	if why := auth.ExplainStatus(resp.StatusCode); why != "" {
+		return fmt.Errorf("watch: %s: %s: %s", url, resp.Status, why)
+	}
+	return fmt.Errorf("watch: %s: %s", url, resp.Status)
+}
+
 // ReadDir returns the report of the process that keeps its files in dir:
 // live from its /stats while it runs (live is true), else the report it
 // saved when it stopped. A URL file left by a process that was killed is
-// passed over for the saved report.
-func ReadDir(ctx context.Context, dir string) (r Report, live bool, err error) {
+// passed over for the saved report; a running process that refuses the
+// client (its surface wants credentials) is an error, never answered with
+// an old report.
+func (c Client) ReadDir(ctx context.Context, dir string) (r Report, live bool, err error) {
 	if url := pageURL(dir); url != "" {
-		if r, err := Fetch(ctx, url+"stats"); err == nil {
+		r, err := c.Fetch(ctx, url+"stats")
+		if err == nil {
 			return r, true, nil
+		}
+		if c.RunningURL(ctx, dir) != "" {
+			return r, false, err
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
@@ -87,6 +134,11 @@ func ReadDir(ctx context.Context, dir string) (r Report, live bool, err error) {
 	return r, false, nil
 }
 
+// ReadDir is Client{}.ReadDir.
+func ReadDir(ctx context.Context, dir string) (Report, bool, error) {
+	return Client{}.ReadDir(ctx, dir)
+}
+
 // pageURL returns the page URL announced in dir, or "".
 func pageURL(dir string) string {
 	b, err := os.ReadFile(filepath.Join(dir, URLFile))
@@ -97,8 +149,10 @@ func pageURL(dir string) string {
 }
 
 // RunningURL returns the page URL of the process that keeps its files in
-// dir if it runs and answers, else "".
-func RunningURL(ctx context.Context, dir string) string {
+// dir if it runs and answers, else "". Any HTTP answer counts, a refusal
+// too (its health may be guarded), and so does a TLS handshake whose
+// certificate the client does not trust: something serves there.
+func (c Client) RunningURL(ctx context.Context, dir string) string {
 	url := pageURL(dir)
 	if url == "" {
 		return ""
@@ -109,19 +163,22 @@ func RunningURL(ctx context.Context, dir string) string {
 	if err != nil {
 		return ""
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
+		if auth.Untrusted(err) {
+			return url
+		}
 		return ""
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return ""
-	}
 	return url
 }
 
+// RunningURL is Client{}.RunningURL.
+func RunningURL(ctx context.Context, dir string) string { return Client{}.RunningURL(ctx, dir) }
+
 // Fetch reads the report at url (a Server's /stats), within 5 seconds.
-func Fetch(ctx context.Context, url string) (Report, error) {
+func (c Client) Fetch(ctx context.Context, url string) (Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var r Report
@@ -129,16 +186,19 @@ func Fetch(ctx context.Context, url string) (Report, error) {
 	if err != nil {
 		return r, fmt.Errorf("watch: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return r, fmt.Errorf("watch: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return r, fmt.Errorf("watch: %s: %s", url, resp.Status)
+		return r, refused(url, resp)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return r, fmt.Errorf("watch: %s: %w", url, err)
 	}
 	return r, nil
 }
+
+// Fetch is Client{}.Fetch.
+func Fetch(ctx context.Context, url string) (Report, error) { return Client{}.Fetch(ctx, url) }

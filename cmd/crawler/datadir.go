@@ -151,7 +151,9 @@ func runningCrawls(ctx context.Context, s settings, pid int, jsonOut bool, stdou
 		return c
 	}
 	if d.URL = watch.RunningURL(ctx, s.DataDir); d.URL != "" {
-		if r, live, err := watch.ReadDir(ctx, s.DataDir); err == nil && live {
+		if c, err := watch.NewClient(s.Client.Options()); err != nil {
+			return err
+		} else if r, live, err := c.ReadDir(ctx, s.DataDir); err == nil && live {
 			if r.Crawler != nil {
 				for id, cs := range r.Crawler.Crawls {
 					get(id).Crawler = &cs

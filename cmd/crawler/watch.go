@@ -118,7 +118,11 @@ func (w *watcher) close(logger *slog.Logger) {
 // statsCommand is `crawler stats`: the embedded crawl in the data directory,
 // from its running process, or after it ended from the report it left.
 func statsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writer) error {
-	r, live, err := watch.ReadDir(ctx, s.DataDir)
+	c, err := watch.NewClient(s.Client.Options())
+	if err != nil {
+		return err
+	}
+	r, live, err := c.ReadDir(ctx, s.DataDir)
 	if errors.Is(err, watch.ErrNothingInDir) {
 		return fmt.Errorf("no embedded crawl has run in %s (data_dir) since it keeps its statistics there", s.DataDir)
 	} else if err != nil {

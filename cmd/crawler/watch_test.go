@@ -12,7 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sievecrawl/sieve/auth"
+	"github.com/sievecrawl/sieve/auth/authtest"
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/testsite"
 	"github.com/sievecrawl/sieve/watch"
 	"github.com/sievecrawl/sieve/watch/watchtest"
@@ -214,5 +217,51 @@ func TestEmbeddedWatch(t *testing.T) {
 	}
 	if code, _, errs := command(t, bin, "stats", "--data-dir", filepath.Join(dir, "nothing")); code != 1 || !strings.Contains(errs, "no embedded crawl") {
 		t.Errorf("crawler stats of an unused dir: exit %d, %s", code, errs)
+	}
+}
+
+// TestStatsOfSecuredRun: `crawler stats` of a live embedded run whose page
+// is behind TLS (a private CA) and tokens reads it with the client
+// settings, and without them says which setting is missing instead of
+// showing the report of an earlier run.
+func TestStatsOfSecuredRun(t *testing.T) {
+	ca := authtest.NewCA(t, "run CA")
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	authtest.WriteFile(t, tokens, []byte("ops-token-0123456789abcdef,ops,read\n"))
+	tokenFile := filepath.Join(dir, "ops.token")
+	authtest.WriteFile(t, tokenFile, []byte("ops-token-0123456789abcdef\n"))
+	tf, err := auth.OpenTokenFile(tokens, auth.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tf.Close() })
+	dataDir := t.TempDir()
+	// An earlier run's report, which a refused read must not show.
+	authtest.WriteFile(t, filepath.Join(dataDir, watch.ReportFile), []byte(`{"role":"embedded","id":"earlier-run"}`))
+	s, err := watch.New(watch.Sources{Role: "embedded", ID: "live-run", Counters: stats.NewMemory()},
+		watch.Options{Interval: 50 * time.Millisecond, Dir: dataDir, WebConfigFile: ca.WebConfig(t, "reader", "s3cret-pass"),
+			Auth: auth.New(auth.Options{Server: "http", Tokens: tf})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"with CA and token", []string{"--client-ca-file", ca.CertFile, "--client-token-file", tokenFile}, 0, "live-run"},
+		{"without a token", []string{"--client-ca-file", ca.CertFile}, 1, "client.token_file"},
+		{"without the CA", []string{"--client-token-file", tokenFile}, 1, "client.ca_file"},
+	} {
+		code, out, errOut := runCLI(t, t.Context(), append([]string{"stats", "--json", "--data-dir", dataDir}, tc.args...)...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.contains) || strings.Contains(out, "earlier-run") {
+			t.Errorf("%s: exit %d, %q %q; want exit %d containing %q", tc.name, code, out, errOut, tc.code, tc.contains)
+		}
 	}
 }

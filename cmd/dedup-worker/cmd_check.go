@@ -38,7 +38,7 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	if crawl == "" {
 		// A running embedded crawl answers from its filter; a crawl's
 		// own is read from its snapshot file.
-		contains = remoteContains(ctx, flagValue(fs, "data-dir"))
+		contains = remoteContains(ctx, cfg, flagValue(fs, "data-dir"))
 	}
 	if contains == nil {
 		useDataDir(ctx, cfg, flagValue(fs, "data-dir"), crawl)

@@ -7,7 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
+
 	"strings"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 func statsFlags(fs *flag.FlagSet) {
@@ -89,7 +90,7 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 		}
 		rep = r
 	} else if url != "" {
-		r, err := fetchReport(ctx, url)
+		r, err := fetchReport(ctx, watchClient(cfg), url)
 		if err != nil && !explicit && cfg.Filter.Snapshot != "" {
 			// No worker running here: its snapshot file tells the rest.
 			r, err = snapshotReport(ctx, cfg, "", "")
@@ -182,25 +183,13 @@ func statsURL(addr string) string {
 	return "http://" + net.JoinHostPort(host, port) + "/stats"
 }
 
-func fetchReport(ctx context.Context, url string) (report, error) {
+func fetchReport(ctx context.Context, c watch.Client, url string) (report, error) {
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return report{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := c.Fetch(ctx, url)
 	if err != nil {
 		return report{}, fmt.Errorf("read the worker's stats (is a worker running? in memory mode the stats live in it): %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return report{}, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	var r report
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return report{}, fmt.Errorf("%s: %w", url, err)
-	}
-	return r, nil
+	return fromWatch(r), nil
 }

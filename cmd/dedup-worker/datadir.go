@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,7 +46,7 @@ func useDataDir(ctx context.Context, cfg *config.Config, dir, crawl string) {
 		}
 	}
 	if !slices.Contains(cfg.Filter.Given, "kind") {
-		if r, _, err := watch.ReadDir(ctx, dir); crawl == "" && err == nil && r.Filter != nil {
+		if r, _, err := watchClient(cfg).ReadDir(ctx, dir); crawl == "" && err == nil && r.Filter != nil {
 			cfg.Filter.Kind = r.Filter.Kind
 		} else if !has(cfg.Filter.Kind) {
 			// No report (or a crawl's filter, of its own kind): the kind
@@ -77,17 +78,39 @@ func hasSnapshot(dir, kind string) bool {
 	return len(m) > 0
 }
 
+// watchClient reads running processes' HTTP surfaces with cfg's client
+// settings (client.ca_file, client.token_file, …); a bad setting yields
+// a client whose every request fails with it.
+func watchClient(cfg *config.Config) watch.Client {
+	c, err := watch.NewClient(cfg.Client.Options())
+	if err != nil {
+		return watch.Client{HTTP: &http.Client{Transport: failing{err}}}
+	}
+	return c
+}
+
+// failing is a RoundTripper whose every request fails with err.
+type failing struct{ err error }
+
+func (f failing) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	return nil, f.err
+}
+
 // remoteContains asks the running embedded crawl in dir, if there is one,
 // which keys its filter holds; nil when none runs there.
-func remoteContains(ctx context.Context, dir string) func(keys [][]byte) ([]bool, error) {
+func remoteContains(ctx context.Context, cfg *config.Config, dir string) func(keys [][]byte) ([]bool, error) {
 	if dir == "" {
 		return nil
 	}
-	url := watch.RunningURL(ctx, dir)
+	c := watchClient(cfg)
+	url := c.RunningURL(ctx, dir)
 	if url == "" {
 		return nil
 	}
-	return func(keys [][]byte) ([]bool, error) { return watch.Contains(ctx, url, keys) }
+	return func(keys [][]byte) ([]bool, error) { return c.Contains(ctx, url, keys) }
 }
 
 // fromWatch is a watch server's report as "dedup-worker stats" shows it.
@@ -103,7 +126,7 @@ func fromWatch(r watch.Report) report {
 func snapshotReport(ctx context.Context, cfg *config.Config, dir, crawl string) (report, error) {
 	var rep report
 	if dir != "" {
-		r, live, err := watch.ReadDir(ctx, dir)
+		r, live, err := watchClient(cfg).ReadDir(ctx, dir)
 		switch {
 		case live && crawl == "":
 			return fromWatch(r), nil

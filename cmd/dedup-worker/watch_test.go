@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sievecrawl/sieve/auth/authtest"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/watch"
@@ -142,6 +143,44 @@ func TestMainHTTPTokens(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("GET %s with %q = %d, want %d", tc.path, tc.token, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// TestStatsOfSecuredWorker: `dedup-worker stats --url` reads a worker whose
+// surface is behind TLS (a private CA) and tokens with the client
+// settings; without the token it fails naming client.token_file, without
+// the CA naming client.ca_file.
+func TestStatsOfSecuredWorker(t *testing.T) {
+	h := newHarness(t)
+	ca := authtest.NewCA(t, "worker CA")
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	authtest.WriteFile(t, tokens, []byte("ops-token-0123456789abcdef,ops,read\n"))
+	tokenFile := filepath.Join(dir, "ops.token")
+	authtest.WriteFile(t, tokenFile, []byte("ops-token-0123456789abcdef\n"))
+	wrongFile := filepath.Join(dir, "wrong.token")
+	authtest.WriteFile(t, wrongFile, []byte("wrong-token-0123456789abcdef\n"))
+	cfg := testConfig(h.nats.URL(), h.redis.URL())
+	cfg.HTTP.TokensFile = tokens
+	cfg.HTTP.WebConfigFile = ca.WebConfig(t, "reader", "s3cret-pass")
+	m, stop := startMain(t, cfg)
+	defer stop()
+	url := "https://" + m.Addr() + "/stats"
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		code     int
+		contains string
+	}{
+		{"CA and token", map[string]string{"SIEVE_CLIENT_CA_FILE": ca.CertFile, "SIEVE_CLIENT_TOKEN_FILE": tokenFile}, 0, "filter"},
+		{"no token", map[string]string{"SIEVE_CLIENT_CA_FILE": ca.CertFile}, exitFail, "client.token_file"},
+		{"unknown token", map[string]string{"SIEVE_CLIENT_CA_FILE": ca.CertFile, "SIEVE_CLIENT_TOKEN_FILE": wrongFile}, exitFail, "401"},
+		{"no CA", map[string]string{"SIEVE_CLIENT_TOKEN_FILE": tokenFile}, exitFail, "client.ca_file"},
+	} {
+		code, out, errOut := runCLI(t, "", tc.env, "stats", "--url", url)
+		if code != tc.code || !strings.Contains(strings.ToLower(out+errOut), strings.ToLower(tc.contains)) {
+			t.Errorf("%s: exit %d, %q %q; want exit %d containing %q", tc.name, code, out, errOut, tc.code, tc.contains)
 		}
 	}
 }
