@@ -21,6 +21,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+	"gopkg.in/yaml.v3"
+
 	"github.com/sievecrawl/sieve/auth"
 )
 
@@ -36,6 +39,12 @@ const (
 
 // TokenFile is the name of the file holding token name alone.
 func TokenFile(name string) string { return "token-" + name }
+
+// PasswordFile is the name of the file holding user name's password.
+func PasswordFile(name string) string { return "password-" + name }
+
+// PasswordBytes is the number of random bytes of a user's password.
+const PasswordBytes = 18
 
 // Lifetimes of what Generate signs, and how long before its end the
 // server certificate is signed again.
@@ -64,6 +73,10 @@ type Options struct {
 	Dir    string   // where the files are; made if missing
 	Names  []string // the server certificate's names: DNS names or IP addresses
 	Tokens []Token
+	// Users are basic-auth users to make, for people's browsers: each
+	// gets a random password in password-NAME and its bcrypt hash in
+	// web.yml's basic_auth_users (the read role, as every user has).
+	Users []string
 	// Owner is the uid of the process serving: it owns server-key.pem,
 	// tokens.csv and the token files of no Owner of their own. 0 leaves
 	// them with the user running Generate.
@@ -106,6 +119,16 @@ func (o *Options) check() error {
 			return bad("token %q has no role", t.Name)
 		}
 	}
+	seenUser := map[string]bool{}
+	for _, u := range o.Users {
+		if !tokenName.MatchString(u) {
+			return bad("user name %q: want letters, digits, '.', '_' or '-'", u)
+		}
+		if seenUser[u] {
+			return bad("user %q given twice", u)
+		}
+		seenUser[u] = true
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -128,7 +151,7 @@ func Generate(o Options) (written []string, err error) {
 		return nil, err
 	}
 	g := &generator{Options: o}
-	steps := []func() error{g.ca, g.server, g.tokens, g.webConfig, g.owners}
+	steps := []func() error{g.ca, g.server, g.tokens, g.passwords, g.webConfig, g.owners}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return g.written, err
@@ -144,6 +167,7 @@ type generator struct {
 	newCA   bool
 	written []string
 	values  map[string]string // token name → token
+	pass    map[string]string // user → password
 }
 
 func (g *generator) path(name string) string { return filepath.Join(g.Dir, name) }
@@ -360,8 +384,8 @@ func readTokens(path string) [][3]string {
 	return lines
 }
 
-// webConfig is web.yml's contents: paths relative to it, which
-// exporter-toolkit resolves from the file's directory.
+// webConfig is web.yml's contents without users: paths relative to it,
+// which exporter-toolkit resolves from the file's directory.
 var webConfig = fmt.Sprintf(`# Sieve's http.web_config_file (crawler credentials): TLS with the
 # deployment's server certificate. Tokens (http.tokens_file) authenticate.
 tls_server_config:
@@ -369,11 +393,61 @@ tls_server_config:
   key_file: %s
 `, ServerFile, ServerKeyFile)
 
+// passwords keeps each user's password file, making a random password
+// for a user that has none (or an empty one).
+func (g *generator) passwords() error {
+	g.pass = map[string]string{}
+	for _, u := range g.Users {
+		if b, err := os.ReadFile(g.path(PasswordFile(u))); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			g.pass[u] = string(bytes.TrimSpace(b))
+			continue
+		}
+		b := make([]byte, PasswordBytes)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		g.pass[u] = base64.RawURLEncoding.EncodeToString(b)
+		if err := g.write(PasswordFile(u), []byte(g.pass[u]+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webConfig writes web.yml: TLS, and with users their bcrypt hashes. A
+// hash already in the file that matches its user's password is kept (a
+// new one would differ by its salt), so a run that changes nothing
+// rewrites nothing.
 func (g *generator) webConfig() error {
-	if b, err := os.ReadFile(g.path(WebConfigFile)); err == nil && string(b) == webConfig {
+	old, _ := os.ReadFile(g.path(WebConfigFile))
+	var prev struct {
+		Users map[string]string `yaml:"basic_auth_users"`
+	}
+	_ = yaml.Unmarshal(old, &prev)
+	var b strings.Builder
+	b.WriteString(webConfig)
+	if len(g.Users) > 0 {
+		b.WriteString("# People's users (the read role): the password of NAME is in password-NAME.\nbasic_auth_users:\n")
+		for _, u := range g.Users {
+			hash := prev.Users[u]
+			if hash == "" || bcrypt.CompareHashAndPassword([]byte(hash), []byte(g.pass[u])) != nil {
+				h, err := bcrypt.GenerateFromPassword([]byte(g.pass[u]), bcrypt.DefaultCost)
+				if err != nil {
+					return err
+				}
+				hash = string(h)
+			}
+			fmt.Fprintf(&b, "  %s: %s\n", u, hash)
+		}
+	}
+	if string(old) == b.String() {
 		return nil
 	}
-	return g.write(WebConfigFile, []byte(webConfig), 0o644)
+	mode := fs.FileMode(0o644)
+	if len(g.Users) > 0 {
+		mode = 0o600
+	}
+	return g.write(WebConfigFile, []byte(b.String()), mode)
 }
 
 // owners sets every file's mode and owner (see the package doc).
@@ -386,7 +460,15 @@ func (g *generator) owners() error {
 	files := []file{
 		{CAFile, 0o644, 0}, {CAKeyFile, 0o600, 0},
 		{ServerFile, 0o644, 0}, {ServerKeyFile, 0o600, g.Owner},
-		{TokensFile, 0o600, g.Owner}, {WebConfigFile, 0o644, 0},
+		{TokensFile, 0o600, g.Owner},
+	}
+	if len(g.Users) > 0 { // the hashes are for the serving process only
+		files = append(files, file{WebConfigFile, 0o600, g.Owner})
+	} else {
+		files = append(files, file{WebConfigFile, 0o644, 0})
+	}
+	for _, u := range g.Users {
+		files = append(files, file{PasswordFile(u), 0o600, g.Owner})
 	}
 	for _, t := range g.Tokens {
 		owner := t.Owner

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/credentials"
 )
@@ -193,4 +195,59 @@ func TestGenerateRefuses(t *testing.T) {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
+}
+
+// TestGenerateUsers: a user gets a random password in its file and the
+// bcrypt hash of it in web.yml, which exporter-toolkit's own validation
+// accepts and Sieve reads as a user (0600: the hashes are for the serving
+// process only); a second run keeps every byte (bcrypt's salt would
+// change a hash made again), and a password edited by hand is hashed
+// anew.
+func TestGenerateUsers(t *testing.T) {
+	dir := t.TempDir()
+	o := options(dir)
+	o.Users = []string{"operator"}
+	if _, err := credentials.Generate(o); err != nil {
+		t.Fatal(err)
+	}
+	first := readAll(t, dir)
+	password := string(bytes.TrimSpace(first["password-operator"]))
+	if len(password) < 20 {
+		t.Fatalf("password %q: too short", password)
+	}
+	path := filepath.Join(dir, credentials.WebConfigFile)
+	checkUser := func(password string) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := auth.ParseWebConfig(path, b)
+		if err != nil {
+			t.Fatalf("web.yml with a user: %v", err)
+		}
+		if err := bcrypt.CompareHashAndPassword([]byte(c.Users["operator"]), []byte(password)); err != nil {
+			t.Fatalf("the hash in web.yml is not the password's: %v", err)
+		}
+	}
+	checkUser(password)
+	for _, name := range []string{"web.yml", "password-operator"} {
+		if st, _ := os.Stat(filepath.Join(dir, name)); st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", name, st.Mode().Perm())
+		}
+	}
+	written, err := credentials.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 0 {
+		t.Errorf("a second run wrote %q", written)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "password-operator"), []byte("chosen-by-hand-0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if written, err = credentials.Generate(o); err != nil || !slices.Equal(written, []string{"web.yml"}) {
+		t.Fatalf("after a password edited: wrote %q, %v; want web.yml", written, err)
+	}
+	checkUser("chosen-by-hand-0123")
 }

@@ -36,6 +36,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer) int {
 	tokens := fs.String("tokens", "prometheus=read,ops=admin", "tokens to make, as name=role (read, crawl or admin), comma-separated; a token already in tokens.csv is kept")
 	owner := fs.Int("owner", 0, "uid owning server-key.pem, tokens.csv and the token files (0: the user running the command); the serving process's")
 	tokenOwners := fs.String("token-owner", "", "uids owning token files of other processes, as name=uid, comma-separated (e.g. prometheus=65534)")
+	users := fs.String("users", "", "basic-auth users to make for people's browsers, comma-separated: each gets a random password in password-NAME and its bcrypt hash in web.yml (the read role)")
 	renew := fs.Bool("renew", false, "sign the server certificate again even if it is valid (the CA and tokens stay)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -53,7 +54,7 @@ func credentialsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "crawler credentials: %v\nRun 'crawler credentials --help' for its flags.\n", err)
 		return 2
 	}
-	o.Owner, o.Renew = *owner, *renew
+	o.Owner, o.Renew, o.Users = *owner, *renew, list(*users)
 	written, err := credentials.Generate(o)
 	if err != nil {
 		fmt.Fprintln(stderr, "crawler credentials:", err)
