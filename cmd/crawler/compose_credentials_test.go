@@ -154,8 +154,8 @@ func TestComposeCredentials(t *testing.T) {
 		}
 		tls, users, err := h.Web()
 		warning, xerr := h.Exposure()
-		if h.Addr != ":8080" || !tls || users || !h.Authenticates() || err != nil || xerr != nil || warning != "" {
-			t.Errorf("service %s: http.addr %q, TLS %v, users %v, tokens %v (%v); exposure %q, %v: want :8080 over TLS with tokens, no warning",
+		if h.Addr != ":8080" || !tls || !users || !h.Authenticates() || err != nil || xerr != nil || warning != "" {
+			t.Errorf("service %s: http.addr %q, TLS %v, users %v, tokens %v (%v); exposure %q, %v: want :8080 over TLS with users and tokens, no warning",
 				name, h.Addr, tls, users, h.Authenticates(), err, warning, xerr)
 		}
 	}
@@ -283,6 +283,28 @@ func TestComposeCredentialsServe(t *testing.T) {
 			if tc.client == scraper && !bytes.Contains(body, []byte("sieve_auth_refusals_total")) {
 				t.Errorf("job %s: /metrics lacks Sieve's metrics", job)
 			}
+		}
+	}
+	// The user operator reads the page, as a browser would, with the
+	// password compose generated (docs/running.md).
+	password, err := os.ReadFile(filepath.Join(dir, credentials.PasswordFile("operator")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pass, want := range map[string]int{strings.TrimSpace(string(password)): http.StatusOK, "not-the-password": http.StatusUnauthorized} {
+		hc, err := auth.ClientOptions{CAFile: filepath.Join(dir, credentials.CAFile)}.HTTPClient(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", base+"/", nil)
+		req.SetBasicAuth("operator", pass)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("the page as operator with %s password: %d, want %d", map[bool]string{true: "its", false: "a wrong"}[want == 200], resp.StatusCode, want)
 		}
 	}
 	// The operator's token reads the page too (README).

@@ -122,8 +122,8 @@ func TestComposeFile(t *testing.T) {
 		if s.Build == nil {
 			t.Errorf("service %s is not built from the project's Dockerfile", name)
 		}
-		if s.Container != "" || len(s.Ports) > 0 {
-			t.Errorf("service %s sets container_name or host ports: --scale %s=N would fail", name, name)
+		if s.Container != "" || slices.ContainsFunc(s.Ports, fixedHostPort) {
+			t.Errorf("service %s sets container_name or fixed host ports %q: --scale %s=N would fail", name, s.Ports, name)
 		}
 		if len(s.Entrypoint) == 0 || s.Entrypoint[0] != name {
 			t.Errorf("service %s entrypoint %q: want the %s binary", name, s.Entrypoint, name)
@@ -288,4 +288,12 @@ func sieveProgram(s resolvedService) (program, command string) {
 		return "", ""
 	}
 	return s.Entrypoint[0], s.Command[0]
+}
+
+// fixedHostPort reports whether a short port syntax ("[ip:][host:]container")
+// names a host port, which two replicas cannot both bind; "127.0.0.1::8080"
+// lets Docker pick one per replica.
+func fixedHostPort(spec string) bool {
+	parts := strings.Split(spec, ":")
+	return len(parts) >= 2 && parts[len(parts)-2] != ""
 }
