@@ -23,7 +23,10 @@
 //     authorization.credentials_file and a person's curl read.
 //   - web.yml: a Prometheus web configuration file (exporter-toolkit's) whose
 //     tls_server_config names server.pem and server-key.pem by paths
-//     relative to it. Sieve's http.web_config_file.
+//     relative to it, and whose basic_auth_users hold the bcrypt hash of
+//     each of Users' passwords. Sieve's http.web_config_file.
+//   - password-NAME: each user's password (18 bytes from crypto/rand,
+//     base64url), what a person signs in to the live page with.
 //
 // # Idempotent
 //
@@ -48,7 +51,8 @@
 // owns server-key.pem and tokens.csv (0600), a token-NAME file is owned by
 // its Token.Owner (Prometheus's nobody, 65534, for its token) or else by
 // Owner (0600); ca-key.pem stays with the user running Generate (0600);
-// ca.pem, server.pem and web.yml hold no secret (0644). An owner of 0
+// ca.pem, server.pem and web.yml without users hold no secret (0644);
+// with users, web.yml and the password files are Owner's (0600). An owner of 0
 // leaves a file with the user running Generate, who then must be the one
 // reading it. Dir itself is made 0755, so that each reader reaches its
 // file. Modes and owners are set again at every run, which changes no
