@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	promconfig "github.com/prometheus/common/config"
+	"google.golang.org/grpc/codes"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sievecrawl/sieve/auth"
@@ -70,11 +74,11 @@ func inMount(v, dir string) string {
 }
 
 // sieveServers are compose.yaml's services serving Sieve's HTTP surface:
-// the crawlers and dedup workers of every profile.
+// the crawlers and dedup workers of every profile, and serve's API.
 func sieveServers(c composeFile) []string {
 	var names []string
 	for name, s := range c.Services {
-		if s.Build != nil && len(s.Entrypoint) == 1 && len(s.Command) > 0 && s.Command[0] == "run" {
+		if s.Build != nil && len(s.Entrypoint) == 1 && len(s.Command) > 0 && (s.Command[0] == "run" || s.Command[0] == "serve") {
 			names = append(names, name)
 		}
 	}
@@ -141,6 +145,17 @@ func TestComposeCredentials(t *testing.T) {
 				t.Errorf("%s environment: %v", name, err)
 			}
 			h = cs.Config.HTTP
+			if s.Command[0] == "serve" {
+				u := cs.URLFrontier
+				warning, err := u.Security.Exposure("urlfrontier", u.Addr)
+				if err := errors.Join(u.validate(), u.Security.Validate("urlfrontier")); err != nil {
+					t.Errorf("%s urlfrontier settings: %v", name, err)
+				}
+				if u.Addr != ":7071" || u.Security.TLSCert == "" || u.Security.TokensFile == "" || warning != "" || err != nil {
+					t.Errorf("service %s: urlfrontier.addr %q, TLS %q, tokens %q; exposure %q, %v: want :7071 over TLS with tokens, no warning",
+						name, u.Addr, u.Security.TLSCert, u.Security.TokensFile, warning, err)
+				}
+			}
 		case "dedup-worker":
 			cfg := config.Default()
 			_, l := envNames(t, &cfg)
@@ -233,13 +248,15 @@ func TestComposeCredentialsServe(t *testing.T) {
 	for _, e := range entries {
 		before[e.Name()], _ = os.ReadFile(filepath.Join(dir, e.Name()))
 	}
-	for k, v := range readCompose(t).Services["crawler"].Environment {
-		if strings.HasPrefix(k, "SIEVE_HTTP_") {
+	// compose's frontier: serve with its HTTP surface and its API as
+	// compose sets them, on loopback ports of the test's.
+	for k, v := range readCompose(t).Services["frontier"].Environment {
+		if (strings.HasPrefix(k, "SIEVE_HTTP_") || strings.HasPrefix(k, "SIEVE_URLFRONTIER_")) && !strings.HasSuffix(k, "_ADDR") {
 			t.Setenv(k, inMount(v, dir))
 		}
 	}
 	var stderr syncBuffer
-	bootServe(t, &stderr, "--http-addr", "127.0.0.1:0")
+	apiAddr := bootServe(t, &stderr, "--http-addr", "127.0.0.1:0")
 	m := watchAt.FindStringSubmatch(stderr.String())
 	if m == nil || !strings.HasPrefix(m[1], "https://") {
 		t.Fatalf("no https page announced: %s", stderr.String())
@@ -307,14 +324,40 @@ func TestComposeCredentialsServe(t *testing.T) {
 			t.Errorf("the page as operator with %s password: %d, want %d", map[bool]string{true: "its", false: "a wrong"}[want == 200], resp.StatusCode, want)
 		}
 	}
+	// The API: over TLS with the CA, the fetcher's token crawls but does
+	// not administer, the ops token does both, no token is refused.
+	caPool := x509.NewCertPool()
+	if pem, err := os.ReadFile(filepath.Join(dir, credentials.CAFile)); err != nil || !caPool.AppendCertsFromPEM(pem) {
+		t.Fatalf("ca.pem: %v", err)
+	}
+	api := frontierClient(t, apiAddr, &tls.Config{RootCAs: caPool, ServerName: "frontier", MinVersion: tls.VersionTLS12})
+	readToken := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, credentials.TokenFile(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		token string
+		want  [3]codes.Code
+	}{
+		{readToken("fetcher"), [3]codes.Code{codes.OK, codes.OK, codes.PermissionDenied}},
+		{readToken("ops"), [3]codes.Code{codes.OK, codes.OK, codes.OK}},
+		{"", [3]codes.Code{codes.Unauthenticated, codes.Unauthenticated, codes.Unauthenticated}},
+	} {
+		if got := frontierCalls(t, api, tc.token); got != tc.want {
+			t.Errorf("the API with token %.6q…: GetStats, PutDiscovered, SetLogLevel = %v, want %v", tc.token, got, tc.want)
+		}
+	}
 	// The operator's token reads the page too (README).
 	ops, err := os.ReadFile(filepath.Join(dir, credentials.TokenFile("ops")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tokens, _ := os.ReadFile(filepath.Join(dir, credentials.TokensFile))
-	if set, err := auth.ParseTokens(bytes.NewReader(tokens)); err != nil || set.Len() != 2 || !bytes.Contains(tokens, append(ops, []byte(",ops,admin")...)) {
-		t.Errorf("tokens.csv (%v): want prometheus's and ops's tokens, ops admin", err)
+	if set, err := auth.ParseTokens(bytes.NewReader(tokens)); err != nil || set.Len() != 3 || !bytes.Contains(tokens, append(ops, []byte(",ops,admin")...)) {
+		t.Errorf("tokens.csv (%v): want prometheus's, fetcher's and ops's tokens, ops admin", err)
 	}
 
 	composeCredentialsInto(t, dir)
