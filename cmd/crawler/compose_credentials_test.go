@@ -382,16 +382,7 @@ func composeCredentialsInto(t *testing.T, dir string) {
 // TestComposeCredentialsDoc: docs/security.md's "In compose" shows the
 // command compose.yaml's credentials service runs.
 func TestComposeCredentialsDoc(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "security.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(doc), "### In compose")
-	_, block, _ := strings.Cut(section, "```sh\n")
-	script, _, found := strings.Cut(block, "```")
-	if !found {
-		t.Fatal("docs/security.md has no sh block under In compose")
-	}
+	script := securityDocBlock(t, "### In compose")
 	s := readCompose(t).Services["credentials"]
 	want := slices.Concat(s.Entrypoint, s.Command)
 	if got := strings.Fields(strings.ReplaceAll(script, "\\\n", " ")); !slices.Equal(got, want) {

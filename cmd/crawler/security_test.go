@@ -246,6 +246,23 @@ func TestServeExposure(t *testing.T) {
 	}
 }
 
+// securityDocBlock returns the first sh block of docs/security.md under
+// heading.
+func securityDocBlock(t *testing.T, heading string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), heading)
+	_, block, _ := strings.Cut(section, "```sh\n")
+	script, _, found := strings.Cut(block, "```")
+	if !found {
+		t.Fatalf("docs/security.md has no sh block under %s", heading)
+	}
+	return script
+}
+
 // TestSecurityDocCommands runs docs/security.md's commands that make a CA,
 // serve's certificate, a client certificate and a tokens file, as written,
 // and calls a serve started with those files with each token and with the
@@ -261,16 +278,7 @@ func TestSecurityDocCommands(t *testing.T) {
 		}
 		t.Skip("openssl is missing")
 	}
-	doc, err := os.ReadFile("../../docs/security.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(doc), "## Generating credentials")
-	_, block, _ := strings.Cut(section, "```sh\n")
-	script, _, found := strings.Cut(block, "```")
-	if !found {
-		t.Fatal("docs/security.md has no sh block under Generating credentials")
-	}
+	script := securityDocBlock(t, "## Generating credentials")
 	dir := t.TempDir()
 	cmd := exec.Command("bash", "-e", "-c", script)
 	cmd.Dir = dir
