@@ -39,8 +39,8 @@ func (o ClientOptions) TLS() (*tls.Config, error) {
 		if err != nil {
 			pool = x509.NewCertPool()
 		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client.ca_file: no PEM certificate in %s", o.CAFile)
+		if err := AppendCAs(pool, o.CAFile, pem); err != nil {
+			return nil, fmt.Errorf("client.ca_file: %w", err)
 		}
 		cfg.RootCAs = pool
 	}

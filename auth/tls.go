@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"os"
 )
 
 // CertFile is a server certificate and its key read from PEM files, read
@@ -58,16 +59,32 @@ func OpenCAFile(path string, o FileOptions) (*CAFile, error) {
 		paths: []string{path}, logger: o.Logger, what: "client CA", failed: o.Failed,
 		parse: func(c [][]byte) (*x509.CertPool, error) {
 			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(c[0]) {
-				return nil, fmt.Errorf("no PEM certificate in %s", path)
-			}
-			return pool, nil
+			return pool, AppendCAs(pool, path, c[0])
 		},
 	}
 	if err := r.start(o.Interval); err != nil {
 		return nil, fmt.Errorf("client CA: %w", err)
 	}
 	return &CAFile{r: r}, nil
+}
+
+// AppendCAs adds the certificates of pem, the contents of the file at
+// path, to pool; a file with none is an error naming it.
+func AppendCAs(pool *x509.CertPool, path string, pem []byte) error {
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("no PEM certificate in %s", path)
+	}
+	return nil
+}
+
+// LoadCAs returns a pool of the CA certificates in the PEM file at path.
+func LoadCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	return pool, AppendCAs(pool, path, pem)
 }
 
 // Pool returns the current CAs.

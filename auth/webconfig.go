@@ -22,20 +22,37 @@ import (
 // Authenticator: counted when refused, given the read role, beside tokens
 // and certificates, and the health paths can stay open. Close stops it.
 type WebConfig struct {
-	r *reloader[*web.Config]
+	r *reloader[webState]
 
 	mu      sync.Mutex
 	limiter *rate.Limiter // of the config it was made for
 	limitOf web.RateLimiterConfig
 }
 
+// webState is a parse of the file and its users as Users gives them,
+// converted once per reload rather than at every request.
+type webState struct {
+	config *web.Config
+	users  map[string]string
+}
+
 // OpenWebConfig reads the web configuration file at path (relative paths
 // in it are of its directory) and keeps it current until Close.
 func OpenWebConfig(path string, o FileOptions) (*WebConfig, error) {
 	o = o.withDefaults()
-	r := &reloader[*web.Config]{
+	r := &reloader[webState]{
 		paths: []string{path}, logger: o.Logger, what: "web config", failed: o.Failed,
-		parse: func(c [][]byte) (*web.Config, error) { return ParseWebConfig(path, c[0]) },
+		parse: func(c [][]byte) (webState, error) {
+			cfg, err := ParseWebConfig(path, c[0])
+			if err != nil {
+				return webState{}, err
+			}
+			users := make(map[string]string, len(cfg.Users))
+			for name, hash := range cfg.Users {
+				users[name] = string(hash)
+			}
+			return webState{config: cfg, users: users}, nil
+		},
 	}
 	if err := r.start(o.Interval); err != nil {
 		return nil, err
@@ -64,7 +81,7 @@ func ParseWebConfig(path string, contents []byte) (*web.Config, error) {
 }
 
 // Config returns the current configuration.
-func (w *WebConfig) Config() *web.Config { return *w.r.cur.Load() }
+func (w *WebConfig) Config() *web.Config { return w.r.cur.Load().config }
 
 // TLS reports whether the current configuration serves TLS.
 func (w *WebConfig) TLS() bool {
@@ -72,15 +89,9 @@ func (w *WebConfig) TLS() bool {
 	return t.TLSCertPath != "" || t.TLSCert != ""
 }
 
-// Users returns the current basic-auth users: name to bcrypt hash.
-func (w *WebConfig) Users() map[string]string {
-	users := w.Config().Users
-	out := make(map[string]string, len(users))
-	for name, hash := range users {
-		out[name] = string(hash)
-	}
-	return out
-}
+// Users returns the current basic-auth users: name to bcrypt hash. The
+// map is shared: read it, never change it.
+func (w *WebConfig) Users() map[string]string { return w.r.cur.Load().users }
 
 // ServerTLS returns the tls.Config to serve with, nil when the file
 // serves no TLS. Each handshake builds its config anew from the current
@@ -93,13 +104,7 @@ func (w *WebConfig) ServerTLS() (*tls.Config, error) {
 	if !w.TLS() {
 		return nil, nil
 	}
-	c := w.Config()
-	cfg, err := web.ConfigToTLSConfig(&c.TLSConfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.NextProtos = nextProtos(c)
-	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	build := func() (*tls.Config, error) {
 		c := w.Config()
 		cfg, err := web.ConfigToTLSConfig(&c.TLSConfig)
 		if err != nil {
@@ -108,6 +113,11 @@ func (w *WebConfig) ServerTLS() (*tls.Config, error) {
 		cfg.NextProtos = nextProtos(c)
 		return cfg, nil
 	}
+	cfg, err := build()
+	if err != nil {
+		return nil, err
+	}
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return build() }
 	return cfg, nil
 }
 

@@ -3,7 +3,6 @@ package config
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/frontier"
 )
 
@@ -75,25 +75,13 @@ func (r Redis) addrs() ([]redisAddr, error) {
 func (r Redis) tlsConfig(host string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, InsecureSkipVerify: r.TLSInsecure}
 	if r.TLSCA != "" {
-		pool, err := loadCA(r.TLSCA)
+		pool, err := auth.LoadCAs(r.TLSCA)
 		if err != nil {
 			return nil, &FieldError{Field: "redis.tls_ca", Err: err}
 		}
 		cfg.RootCAs = pool
 	}
 	return cfg, nil
-}
-
-func loadCA(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no PEM certificate in %s", path)
-	}
-	return pool, nil
 }
 
 // Client builds the Redis client the URL describes: a *redis.Client for one
@@ -318,7 +306,7 @@ func (n NATS) options(name string, d *natsDialer) ([]nats.Option, error) {
 		opts = append(opts, nats.UserCredentials(n.Creds))
 	}
 	if n.TLSCA != "" {
-		if _, err := loadCA(n.TLSCA); err != nil {
+		if _, err := auth.LoadCAs(n.TLSCA); err != nil {
 			return nil, &FieldError{Field: "nats.tls_ca", Err: err}
 		}
 		opts = append(opts, nats.RootCAs(n.TLSCA))

@@ -98,8 +98,8 @@ func (c Client) containsOnce(ctx context.Context, url string, req containsReques
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	defer resp.Body.Close()
-	if why := auth.ExplainStatus(resp.StatusCode); why != "" {
-		return nil, fmt.Errorf("watch: %s: %s: %s", url, resp.Status, why)
+	if auth.ExplainStatus(resp.StatusCode) != "" {
+		return nil, refused(url, resp)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var msg bytes.Buffer

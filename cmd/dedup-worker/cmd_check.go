@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 // cmdCheck is "dedup-worker check": for each URL, "seen" or "new" and its
@@ -34,14 +35,20 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	crawl := crawlOf(fs)
+	var client watch.Client // a running crawl's surface: only with a data dir
+	if flagValue(fs, "data-dir") != "" {
+		if client, err = watchClient(cfg); err != nil {
+			return fail(err)
+		}
+	}
 	var contains func(keys [][]byte) ([]bool, error)
 	if crawl == "" {
 		// A running embedded crawl answers from its filter; a crawl's
 		// own is read from its snapshot file.
-		contains = remoteContains(ctx, cfg, flagValue(fs, "data-dir"))
+		contains = remoteContains(ctx, client, flagValue(fs, "data-dir"))
 	}
 	if contains == nil {
-		useDataDir(ctx, cfg, flagValue(fs, "data-dir"), crawl)
+		useDataDir(ctx, cfg, client, flagValue(fs, "data-dir"), crawl)
 		t := tools{crawl: crawl}
 		if err := t.open(ctx, cfg, n.Version(), false); err != nil {
 			return fail(err)

@@ -81,19 +81,27 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	if url == "" && !cfg.Redis.Enabled() && crawl == "" {
 		url = statsURL(cfg.HTTP.Addr)
 	}
+	var client watch.Client // a running process's surface: only with a data dir or a URL
+	if dir := flagValue(fs, "data-dir"); dir != "" || url != "" {
+		var err error
+		if client, err = watchClient(cfg); err != nil {
+			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
+			return exitFail
+		}
+	}
 	if dir := flagValue(fs, "data-dir"); dir != "" || (crawl != "" && !cfg.Redis.Enabled()) {
 		// A crawl's filter in memory mode: its snapshot file.
-		r, err := snapshotReport(ctx, cfg, dir, crawl)
+		r, err := snapshotReport(ctx, cfg, client, dir, crawl)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)
 			return exitFail
 		}
 		rep = r
 	} else if url != "" {
-		r, err := fetchReport(ctx, watchClient(cfg), url)
+		r, err := fetchReport(ctx, client, url)
 		if err != nil && !explicit && cfg.Filter.Snapshot != "" {
 			// No worker running here: its snapshot file tells the rest.
-			r, err = snapshotReport(ctx, cfg, "", "")
+			r, err = snapshotReport(ctx, cfg, client, "", "")
 		}
 		if err != nil {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: %v\n", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +32,7 @@ func checkFlags(fs *flag.FlagSet) {
 // (the snapshot's size is stored with it). Then, if crawl is not empty, it
 // names the section for that crawl's own filter (forCrawl): in dir, the
 // crawl's file seen.<crawl>.<kind>, of the kind whose file is there.
-func useDataDir(ctx context.Context, cfg *config.Config, dir, crawl string) {
+func useDataDir(ctx context.Context, cfg *config.Config, c watch.Client, dir, crawl string) {
 	defer forCrawl(cfg, crawl)
 	if dir == "" || cfg.Redis.Enabled() {
 		return
@@ -46,7 +45,7 @@ func useDataDir(ctx context.Context, cfg *config.Config, dir, crawl string) {
 		}
 	}
 	if !slices.Contains(cfg.Filter.Given, "kind") {
-		if r, _, err := watchClient(cfg).ReadDir(ctx, dir); crawl == "" && err == nil && r.Filter != nil {
+		if r, _, err := c.ReadDir(ctx, dir); crawl == "" && err == nil && r.Filter != nil {
 			cfg.Filter.Kind = r.Filter.Kind
 		} else if !has(cfg.Filter.Kind) {
 			// No report (or a crawl's filter, of its own kind): the kind
@@ -79,33 +78,17 @@ func hasSnapshot(dir, kind string) bool {
 }
 
 // watchClient reads running processes' HTTP surfaces with cfg's client
-// settings (client.ca_file, client.token_file, …); a bad setting yields
-// a client whose every request fails with it.
-func watchClient(cfg *config.Config) watch.Client {
-	c, err := watch.NewClient(cfg.Client.Options())
-	if err != nil {
-		return watch.Client{HTTP: &http.Client{Transport: failing{err}}}
-	}
-	return c
-}
-
-// failing is a RoundTripper whose every request fails with err.
-type failing struct{ err error }
-
-func (f failing) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		r.Body.Close()
-	}
-	return nil, f.err
+// settings (client.ca_file, client.token_file, …).
+func watchClient(cfg *config.Config) (watch.Client, error) {
+	return watch.NewClient(cfg.Client.Options())
 }
 
 // remoteContains asks the running embedded crawl in dir, if there is one,
 // which keys its filter holds; nil when none runs there.
-func remoteContains(ctx context.Context, cfg *config.Config, dir string) func(keys [][]byte) ([]bool, error) {
+func remoteContains(ctx context.Context, c watch.Client, dir string) func(keys [][]byte) ([]bool, error) {
 	if dir == "" {
 		return nil
 	}
-	c := watchClient(cfg)
 	url := c.RunningURL(ctx, dir)
 	if url == "" {
 		return nil
@@ -123,10 +106,10 @@ func fromWatch(r watch.Report) report {
 // statistics it saved there and the filter from its snapshot file. dir may
 // be empty: the filter snapshot alone. With a crawl, the filter is that
 // crawl's, from its snapshot file, even while the crawl in dir runs.
-func snapshotReport(ctx context.Context, cfg *config.Config, dir, crawl string) (report, error) {
+func snapshotReport(ctx context.Context, cfg *config.Config, c watch.Client, dir, crawl string) (report, error) {
 	var rep report
 	if dir != "" {
-		r, live, err := watchClient(cfg).ReadDir(ctx, dir)
+		r, live, err := c.ReadDir(ctx, dir)
 		switch {
 		case live && crawl == "":
 			return fromWatch(r), nil
@@ -137,7 +120,7 @@ func snapshotReport(ctx context.Context, cfg *config.Config, dir, crawl string) 
 			return rep, err
 		}
 	}
-	useDataDir(ctx, cfg, dir, crawl)
+	useDataDir(ctx, cfg, c, dir, crawl)
 	canon, err := cfg.Normalize.Normalizer()
 	if err != nil {
 		return rep, err
