@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 
 	"strings"
 	"time"
@@ -24,7 +23,7 @@ import (
 func statsFlags(fs *flag.FlagSet) {
 	fs.Bool("json", false, "print JSON instead of tables")
 	fs.Int("top", 20, "number of top hosts to show")
-	fs.String("url", "", "read the /stats of the worker at this `URL` (default in memory mode: http://<http.addr>/stats, else the filter snapshot)")
+	fs.String("url", "", "read the /stats of the worker at this `URL` (default in memory mode: the /stats that http.addr serves, over https when http.web_config_file sets TLS, else the filter snapshot)")
 	dataDirFlag(fs)
 	crawlFlag(fs)
 }
@@ -78,8 +77,17 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 		fmt.Fprintln(e.stderr, "dedup-worker stats: --crawl reads that crawl's filter itself; it does not go with --url")
 		return exitUsage
 	}
-	if url == "" && !cfg.Redis.Enabled() && crawl == "" {
-		url = statsURL(cfg.HTTP.Addr)
+	if url == "" && !cfg.Redis.Enabled() && crawl == "" && flagValue(fs, "data-dir") == "" {
+		// The running worker's /stats (http or https, as it serves), else
+		// its snapshot file.
+		page, err := cfg.HTTP.PageURL()
+		if err != nil && cfg.Filter.Snapshot == "" {
+			fmt.Fprintf(e.stderr, "dedup-worker stats: in memory mode the stats live in the running worker: %v\n", err)
+			return exitFail
+		}
+		if err == nil {
+			url = page + "stats"
+		}
 	}
 	var client watch.Client // a running process's surface: only with a data dir or a URL
 	if dir := flagValue(fs, "data-dir"); dir != "" || url != "" {
@@ -89,7 +97,7 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 			return exitFail
 		}
 	}
-	if dir := flagValue(fs, "data-dir"); dir != "" || (crawl != "" && !cfg.Redis.Enabled()) {
+	if dir := flagValue(fs, "data-dir"); dir != "" || (!cfg.Redis.Enabled() && (crawl != "" || url == "")) {
 		// A crawl's filter in memory mode: its snapshot file.
 		r, err := snapshotReport(ctx, cfg, client, dir, crawl)
 		if err != nil {
@@ -177,18 +185,6 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	}
 	printReport(e.stdout, rep, time.Now())
 	return code
-}
-
-// statsURL turns a listen address into the URL of its /stats.
-func statsURL(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "http://" + addr + "/stats"
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port) + "/stats"
 }
 
 func fetchReport(ctx context.Context, c watch.Client, url string) (report, error) {
