@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sievecrawl/sieve/auth"
+	"github.com/sievecrawl/sieve/auth/authtest"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/credentials"
 )
@@ -358,6 +359,31 @@ func TestComposeCredentialsServe(t *testing.T) {
 	tokens, _ := os.ReadFile(filepath.Join(dir, credentials.TokensFile))
 	if set, err := auth.ParseTokens(bytes.NewReader(tokens)); err != nil || set.Len() != 3 || !bytes.Contains(tokens, append(ops, []byte(",ops,admin")...)) {
 		t.Errorf("tokens.csv (%v): want prometheus's, fetcher's and ops's tokens, ops admin", err)
+	}
+
+	// The service's health check, run as compose runs it (its program's
+	// health command with the service's client settings), verifies the
+	// certificate against the deployment's CA: another CA fails it.
+	svc := readCompose(t).Services["frontier"]
+	check := svc.Healthcheck.Test
+	if len(check) < 3 || check[0] != "CMD" || check[1] != svc.Entrypoint[0] || check[2] != "health" {
+		t.Fatalf("frontier health check %q: want [CMD %s health …]", check, svc.Entrypoint[0])
+	}
+	for k, v := range svc.Environment {
+		if strings.HasPrefix(k, "SIEVE_CLIENT_") {
+			t.Setenv(k, inMount(v, dir))
+		}
+	}
+	t.Setenv("SIEVE_HTTP_ADDR", strings.TrimPrefix(base, "https://"))
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), check[2:], &out, &errs); code != 0 || out.String() != "ok\n" {
+		t.Errorf("the health check %q: exit %d, %q %q; want 0, ok", check, code, out.String(), errs.String())
+	}
+	t.Setenv("SIEVE_CLIENT_CA_FILE", authtest.NewCA(t, "another CA").CertFile)
+	out.Reset()
+	errs.Reset()
+	if code := run(context.Background(), check[2:], &out, &errs); code != 1 || !strings.Contains(errs.String(), "client.ca_file") {
+		t.Errorf("the health check trusting another CA: exit %d, %q; want 1 naming client.ca_file", code, errs.String())
 	}
 
 	composeCredentialsInto(t, dir)

@@ -58,6 +58,9 @@ const usage = `Usage:
   crawler crawls --data-dir DIR  the embedded crawls stored in DIR (while a run owns it: what it reports)
   crawler delete-crawl --data-dir DIR ID…
                                  remove embedded crawls from DIR (refused while a run owns it)
+  crawler health [--live]        exit 0 if the process at http.addr (an embedded crawl: the one
+                                 in data_dir) is ready, else 1 with why: an orchestrator's probe,
+                                 over TLS verified with client.ca_file
   crawler credentials --dir DIR --names NAME,…
                                  write a deployment's CA, server certificate, tokens and web config
                                  into DIR, keeping those there and valid (docs/security.md)
@@ -74,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "migrate-captures", "serve":
+	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "migrate-captures", "serve", "health":
 	case "credentials":
 		return credentialsCommand(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -103,6 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = serveCommand(ctx, s, stderr)
 	case "stats":
 		err = statsCommand(ctx, s, inv.json, stdout)
+	case "health":
+		err = healthCommand(ctx, s, inv.live, stdout)
 	case "crawls":
 		if s.Embedded {
 			err = dataDirCrawlsCommand(ctx, s, inv.json, stdout)
@@ -127,6 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type invocation struct {
 	settings
 	json   bool     // run --json
+	live   bool     // health --live
 	args   []string // delete-crawl's ids
 	loader *config.Loader
 	flags  *flag.FlagSet
@@ -143,6 +149,10 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	if cmd == "run" || cmd == "stats" || cmd == "crawls" || cmd == "captures" {
 		jsonOut = fs.Bool("json", false, "print the final summary as JSON on stdout")
 	}
+	var live *bool
+	if cmd == "health" {
+		live = fs.Bool("live", false, "ask only whether the process runs (/healthz), not whether it is ready (/readyz)")
+	}
 	inv.loader = config.NewLoader(fs, &inv.settings)
 	fs.Usage = func() {} // the caller prints one line of help, or all of it for --help
 	if err := fs.Parse(args); err != nil {
@@ -150,6 +160,9 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	}
 	if jsonOut != nil {
 		inv.json = *jsonOut
+	}
+	if live != nil {
+		inv.live = *live
 	}
 	if err := inv.loader.Load(lookupEnv); err != nil {
 		return inv, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,4 +150,30 @@ func reportSummary(r watch.Report) runSummary {
 		sum.Left = &crawl.Depth{Frontier: q.FrontierQueued, Discovered: q.DiscoveredQueued}
 	}
 	return sum
+}
+
+// healthCommand is "crawler health": an orchestrator's probe (compose's
+// healthcheck) as a command. It asks the process http.addr names, or,
+// when that port is 0 (an embedded crawl's default), the one running in
+// data_dir, with the client settings: the server's certificate is verified
+// against client.ca_file like any client's.
+func healthCommand(ctx context.Context, s settings, live bool, stdout io.Writer) error {
+	c, err := watch.NewClient(s.Client.Options())
+	if err != nil {
+		return err
+	}
+	page, err := s.HTTP.PageURL()
+	if err != nil {
+		return err
+	}
+	if strings.HasSuffix(page, ":0/") {
+		if page = c.RunningURL(ctx, s.DataDir); page == "" {
+			return fmt.Errorf("http.addr %s picks a port at start, and no crawl runs in %s (data_dir) to say which", s.HTTP.Addr, s.DataDir)
+		}
+	}
+	if err := c.Health(ctx, page, live); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "ok")
+	return nil
 }

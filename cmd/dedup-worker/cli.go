@@ -45,6 +45,7 @@ func commands() []command {
 		{name: "forget", args: "[--base URL] [--crawl ID] URL…", summary: "remove URLs from a cuckoo filter so they are admitted again (a Bloom filter cannot forget); URLs from stdin if none given", run: cmdForget, flags: forgetFlags},
 		{name: "plan", args: "--urls N [--fpp P] [--revisit-after D --rate R/s] [--kind K] [--queues Q] [--replicas R] [--node-memory BYTES] [--node-disk BYTES]", summary: "size the filter for a crawl, in memory and in Redis, for both kinds, and the whole system: RAM and disk of every process and store, and the nodes it takes (creates nothing)", run: cmdPlan, flags: planFlags},
 		{name: "redis-cluster-init", args: "[--replicas N] [--wait D]", summary: "make the nodes of redis.url one Redis Cluster: form it if every node is empty, else meet every node at its address now (after a restart on new addresses); compose's redis-cluster-init", run: cmdClusterInit, flags: clusterInitFlags},
+		{name: "health", args: "[--live]", summary: "exit 0 if the worker at http.addr is ready (its /readyz, over TLS verified with client.ca_file), else 1 with why: an orchestrator's probe", run: cmdHealth, flags: healthFlags},
 		{name: "normalize", args: "[--base URL] URL…", summary: "print each URL's canonical form or why it is rejected; URLs from stdin if none given", run: cmdNormalize, flags: baseFlag},
 	}
 }

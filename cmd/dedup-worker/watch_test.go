@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -181,6 +182,37 @@ func TestStatsOfSecuredWorker(t *testing.T) {
 		code, out, errOut := runCLI(t, "", tc.env, "stats", "--url", url)
 		if code != tc.code || !strings.Contains(strings.ToLower(out+errOut), strings.ToLower(tc.contains)) {
 			t.Errorf("%s: exit %d, %q %q; want exit %d containing %q", tc.name, code, out, errOut, tc.code, tc.contains)
+		}
+	}
+
+	// `dedup-worker health`, compose's probe, asks the worker that its
+	// own settings serve (https, since the web config sets TLS) and
+	// verifies the certificate like any client: without the CA it fails.
+	// /readyz is guarded here (no http.health_open): the token opens it.
+	served := map[string]string{"SIEVE_HTTP_ADDR": m.Addr(), "SIEVE_HTTP_WEB_CONFIG_FILE": cfg.HTTP.WebConfigFile, "SIEVE_HTTP_TOKENS_FILE": tokens}
+	with := func(more map[string]string) map[string]string {
+		env := maps.Clone(served)
+		maps.Copy(env, more)
+		return env
+	}
+	other := authtest.NewCA(t, "another CA")
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"ready", with(map[string]string{"SIEVE_CLIENT_CA_FILE": ca.CertFile, "SIEVE_CLIENT_TOKEN_FILE": tokenFile}), nil, 0, "ok"},
+		{"live", with(map[string]string{"SIEVE_CLIENT_CA_FILE": ca.CertFile, "SIEVE_CLIENT_TOKEN_FILE": tokenFile}), []string{"--live"}, 0, "ok"},
+		{"no CA", with(map[string]string{"SIEVE_CLIENT_TOKEN_FILE": tokenFile}), nil, exitFail, "client.ca_file"},
+		{"another CA", with(map[string]string{"SIEVE_CLIENT_CA_FILE": other.CertFile, "SIEVE_CLIENT_TOKEN_FILE": tokenFile}), nil, exitFail, "client.ca_file"},
+		{"no token", with(map[string]string{"SIEVE_CLIENT_CA_FILE": ca.CertFile}), nil, exitFail, "client.token_file"},
+		{"nothing served", map[string]string{"SIEVE_HTTP_ADDR": ""}, nil, exitFail, "http.addr"},
+	} {
+		code, out, errOut := runCLI(t, "", tc.env, append([]string{"health"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(strings.ToLower(out+errOut), strings.ToLower(tc.contains)) {
+			t.Errorf("health, %s: exit %d, %q %q; want exit %d containing %q", tc.name, code, out, errOut, tc.code, tc.contains)
 		}
 	}
 }
