@@ -169,7 +169,7 @@ func (l *StoreLog) Read(ctx context.Context, after uint64, caughtUp func(), fn f
 		if err != nil || part < 0 {
 			continue // not a partition's subject: not this store's entry
 		}
-		if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Pending: meta.NumPending}); err != nil {
+		if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Time: meta.Timestamp, Pending: meta.NumPending}); err != nil {
 			return err
 		}
 		if meta.NumPending == 0 {
@@ -202,7 +202,7 @@ func (l *StoreLog) ReadPart(ctx context.Context, part int, fn func(urlstore.Entr
 			if err != nil {
 				return fmt.Errorf("frontier: read %s: %w", subject, err)
 			}
-			if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Pending: meta.NumPending}); err != nil {
+			if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Time: meta.Timestamp, Pending: meta.NumPending}); err != nil {
 				return err
 			}
 			left = meta.NumPending
@@ -210,6 +210,19 @@ func (l *StoreLog) ReadPart(ctx context.Context, part int, fn func(urlstore.Entr
 		if err := batch.Error(); err != nil {
 			return fmt.Errorf("frontier: read %s: %w", subject, err)
 		}
+	}
+	return nil
+}
+
+// Trim implements urlstore.Log: a purge of the partition's subject below
+// before, which keeps the entry at before and every later one.
+func (l *StoreLog) Trim(ctx context.Context, part int, before uint64) error {
+	if before <= 1 {
+		return nil
+	}
+	subject := l.subject(part)
+	if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(before)); err != nil {
+		return fmt.Errorf("frontier: trim %s below %d: %w", subject, before, err)
 	}
 	return nil
 }

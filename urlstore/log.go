@@ -3,6 +3,7 @@ package urlstore
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrConflict is the error of an append whose expected last sequence was
@@ -14,6 +15,8 @@ type Entry struct {
 	Seq  uint64 // its sequence, growing over the whole log
 	Part int
 	Data []byte // an encoded Batch
+	// Time is when the log stored it.
+	Time time.Time
 	// Pending is how many entries follow it in the log when it was read
 	// (0: it is the last), for reporting the progress of a catch-up.
 	Pending uint64
@@ -42,4 +45,9 @@ type Log interface {
 	// ReadPart calls fn with every entry of part, in order, up to the
 	// last the log held when it began, then returns.
 	ReadPart(ctx context.Context, part int, fn func(Entry) error) error
+	// Trim removes part's entries whose sequence is below before,
+	// keeping the entry at before and every later one (so Last and the
+	// compare-and-append are unchanged). Store.Compact calls it once a
+	// snapshot holds what it removes.
+	Trim(ctx context.Context, part int, before uint64) error
 }

@@ -3,6 +3,7 @@ package urlstore
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // MemLog is a Log in memory, for tests of what sits on a Store: the same
@@ -12,7 +13,11 @@ type MemLog struct {
 	mu      sync.Mutex
 	entries []Entry
 	last    map[int]uint64
-	grown   chan struct{} // closed and replaced at each append
+	trimmed map[int]uint64 // part → entries below are gone (Trim)
+	grown   chan struct{}  // closed and replaced at each append
+	// Now, if set, is the clock of the entries' Time (tests of a trim's
+	// horizon); time.Now otherwise.
+	Now func() time.Time
 }
 
 var _ Log = (*MemLog)(nil)
@@ -20,6 +25,7 @@ var _ Log = (*MemLog)(nil)
 func (l *MemLog) init() {
 	if l.last == nil {
 		l.last = map[int]uint64{}
+		l.trimmed = map[int]uint64{}
 		l.grown = make(chan struct{})
 	}
 }
@@ -36,7 +42,12 @@ func (l *MemLog) Append(ctx context.Context, part int, last uint64, data []byte)
 		return 0, ErrConflict
 	}
 	seq := uint64(len(l.entries)) + 1
-	l.entries = append(l.entries, Entry{Seq: seq, Part: part, Data: append([]byte(nil), data...)})
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
+	// Data is never nil: nil marks a trimmed entry.
+	l.entries = append(l.entries, Entry{Seq: seq, Part: part, Data: append([]byte{}, data...), Time: now()})
 	l.last[part] = seq
 	close(l.grown)
 	l.grown = make(chan struct{})
@@ -70,6 +81,13 @@ func (l *MemLog) Read(ctx context.Context, after uint64, caughtUp func(), fn fun
 		n := uint64(len(l.entries))
 		l.mu.Unlock()
 		for _, e := range next {
+			if e.Data == nil { // trimmed
+				after = e.Seq
+				if after == end {
+					caughtUp()
+				}
+				continue
+			}
 			e.Pending = n - e.Seq
 			if err := fn(e); err != nil {
 				return err
@@ -99,7 +117,7 @@ func (l *MemLog) ReadPart(ctx context.Context, part int, fn func(Entry) error) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if e.Part != part {
+		if e.Part != part || e.Data == nil {
 			continue
 		}
 		if err := fn(e); err != nil {
@@ -109,9 +127,39 @@ func (l *MemLog) ReadPart(ctx context.Context, part int, fn func(Entry) error) e
 	return nil
 }
 
-// Len is the number of entries in the log.
+// Trim implements Log: the entries go, their sequences stay taken.
+func (l *MemLog) Trim(ctx context.Context, part int, before uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.init()
+	for i := l.trimmed[part]; i+1 < before && i < uint64(len(l.entries)); i++ {
+		if l.entries[i].Part == part {
+			l.entries[i] = Entry{Seq: i + 1, Part: part}
+		}
+	}
+	l.trimmed[part] = max(l.trimmed[part], min(before-1, uint64(len(l.entries))))
+	return nil
+}
+
+// Len is the number of entries in the log, trimmed ones included.
 func (l *MemLog) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.entries)
+}
+
+// Live is the number of entries in the log that Trim left.
+func (l *MemLog) Live() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.entries {
+		if e.Data != nil {
+			n++
+		}
+	}
+	return n
 }

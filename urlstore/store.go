@@ -35,6 +35,16 @@ type Options struct {
 	// held, so it must be quick and must not write to the store; the
 	// changes' bytes are valid only during the call.
 	OnApply func(part int, changes []Change)
+	// Snapshots, if set, keeps the store's snapshots (see Compact): Open
+	// restores the current one into a directory that is empty, behind
+	// what the log trims, or left by an interrupted restore.
+	Snapshots Snapshots
+	// CompactEvery is how old the current snapshot must be before Compact
+	// takes the next and trims the log (default DefaultCompactEvery): a
+	// store may lag the log by up to half of it without restoring.
+	CompactEvery time.Duration
+	// Now is the clock of compaction (nil: time.Now).
+	Now func() time.Time
 }
 
 // Change is one applied operation, as Options.OnApply sees it: Key set to
@@ -53,9 +63,17 @@ type Change struct {
 // for concurrent use.
 type Store struct {
 	db      *pebble.DB
+	dir     string
 	log     Log
 	logf    func(string, ...any)
 	onApply func(int, []Change)
+
+	snaps        Snapshots
+	compactEvery time.Duration
+	now          func() time.Time
+	// failed is the follower's final error (ErrStale), set before done
+	// closes.
+	failed atomic.Pointer[error]
 
 	mu    sync.Mutex
 	parts map[int]*part
@@ -149,12 +167,70 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 		}
 		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)
 	}
+	s := &Store{dir: dir, lock: lock, log: log, logf: opts.Logf, onApply: opts.OnApply, parts: map[int]*part{},
+		snaps: opts.Snapshots, compactEvery: opts.CompactEvery, now: opts.Now,
+		applied: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	if s.compactEvery <= 0 {
+		s.compactEvery = DefaultCompactEvery
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	fail := func(err error) (*Store, error) {
+		if s.db != nil {
+			s.db.Close()
+		}
+		lock.Close()
+		return nil, err
+	}
+	m, err := snapshotManifest(ctx, opts.Snapshots)
+	if err != nil {
+		return fail(err)
+	}
+	if m != nil && (restoring(dir) || !hasIndex(dir)) {
+		if _, err := restoreCurrent(ctx, dir, opts.Snapshots, m, opts.Logf); err != nil {
+			return fail(err)
+		}
+	}
+	for {
+		if s.db, err = openPebble(dir, lock, cacheBytes, opts.Logf); err != nil {
+			return fail(err)
+		}
+		if err := s.loadSequences(); err != nil {
+			return fail(err)
+		}
+		if m == nil || !behind(s.appliedNow(), m.Trimmed) {
+			break
+		}
+		// Stopped for longer than a compaction period: the log no longer
+		// holds what this index misses.
+		if opts.Logf != nil {
+			opts.Logf("urlstore: %s is behind what the log trims", dir)
+		}
+		s.db.Close()
+		s.db, s.parts = nil, map[int]*part{}
+		s.followed.Store(0)
+		s.savedFollowed = 0
+		if _, err := restoreCurrent(ctx, dir, opts.Snapshots, m, opts.Logf); err != nil {
+			return fail(err)
+		}
+		m = nil // restored: what it holds is what the manifest says
+	}
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go s.follow(fctx)
+	return s, nil
+}
+
+// openPebble opens the database in dir, whose lock the caller holds, with
+// the store's settings.
+func openPebble(dir string, lock *pebble.Lock, cacheBytes int64, logf func(string, ...any)) (*pebble.DB, error) {
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
 		Cache:              cache,
 		Lock:               lock,
-		Logger:             quiet{opts.Logf},
+		Logger:             quiet{logf},
 		FormatMajorVersion: pebble.FormatNewest,
 	}
 	// A Bloom filter per table (10 bits per key, 1 % false positives;
@@ -173,20 +249,9 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
 	db, err := pebble.Open(dir, po)
 	if err != nil {
-		lock.Close()
 		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, lock: lock, log: log, logf: opts.Logf, onApply: opts.OnApply, parts: map[int]*part{},
-		applied: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
-	if err := s.loadSequences(); err != nil {
-		db.Close()
-		lock.Close()
-		return nil, err
-	}
-	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
-	go s.follow(fctx)
-	return s, nil
+	return db, nil
 }
 
 func (s *Store) loadSequences() error {
@@ -406,6 +471,7 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) e
 func (s *Store) follow(ctx context.Context) {
 	defer close(s.done)
 	lastReport := time.Now() // report a catch-up that lasts over 5 s
+	var stale staleCheck
 	for ctx.Err() == nil {
 		err := s.log.Read(ctx, s.followed.Load(), func() {
 			s.readyOne.Do(func() { close(s.ready) })
@@ -428,6 +494,9 @@ func (s *Store) follow(ctx context.Context) {
 			if e.Seq <= pt.last.Load() {
 				return skip()
 			}
+			if err := s.checkStale(ctx, &stale, e); err != nil {
+				return err
+			}
 			pt.mu.Lock()
 			defer pt.mu.Unlock()
 			if e.Seq <= pt.last.Load() {
@@ -444,6 +513,13 @@ func (s *Store) follow(ctx context.Context) {
 			}
 			return nil
 		})
+		if errors.Is(err, ErrStale) {
+			if s.logf != nil {
+				s.logf("urlstore: %s: %v", s.dir, err)
+			}
+			s.failed.Store(&err)
+			return
+		}
 		if err != nil && s.logf != nil {
 			s.logf("urlstore: following the log: %v (again in 1s)", err)
 		}
@@ -473,14 +549,29 @@ func (s *Store) saveFollowed(seq uint64) error {
 // when it opened.
 func (s *Store) Ready() <-chan struct{} { return s.ready }
 
-// WaitReady waits for Ready or ctx.
+// WaitReady waits for Ready or ctx; it returns ErrStale if the follower
+// stopped behind what the log trims.
 func (s *Store) WaitReady(ctx context.Context) error {
 	select {
 	case <-s.ready:
 		return nil
+	case <-s.done:
+		if err := s.Err(); err != nil {
+			return err
+		}
+		return errors.New("urlstore: closed")
 	case <-ctx.Done():
 		return fmt.Errorf("urlstore: catching up with the log: %w", ctx.Err())
 	}
+}
+
+// Err is ErrStale once the follower stopped behind what the log trims
+// (Compact): the index no longer follows the log; nil otherwise.
+func (s *Store) Err() error {
+	if err := s.failed.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // Get returns a copy of key's value.

@@ -1,0 +1,229 @@
+package urlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is a settable time for compaction's periods.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func openCompacting(t testing.TB, dir string, log Log, snaps Snapshots, clk *clock) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), dir, log, Options{Logf: t.Logf, Snapshots: snaps, CompactEvery: time.Minute, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// writeRounds sets keys k0000…k(n-1) to round's value, each in partition
+// i%4: every round rewrites the same records, as hand-outs and
+// acknowledgements rewrite a queue's.
+func writeRounds(t testing.TB, s *Store, n, round int) {
+	t.Helper()
+	for i := range n {
+		var b Batch
+		b.Set(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "round %d", round))
+		if err := s.Write(t.Context(), i%4, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func currentManifest(t testing.TB, snaps Snapshots) *manifest {
+	t.Helper()
+	m, _, err := readManifest(t.Context(), snaps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestCompactTrimsAndRestores: each compaction period the log loses the
+// entries the previous period's snapshot holds, so it keeps about two
+// periods of work whatever was done before; a store opened on an empty
+// directory, on one stopped for longer than a period, or on one whose
+// restore was interrupted, starts from the current snapshot and holds
+// what a store that applied every entry holds.
+func TestCompactTrimsAndRestores(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	log := &MemLog{Now: clk.Now}
+	snaps := &MemSnapshots{}
+	a := openCompacting(t, t.TempDir(), log, snaps, clk)
+	lateDir := t.TempDir()
+	late := openCompacting(t, lateDir, log, snaps, clk)
+
+	writeRounds(t, a, 200, 1)
+	for i := range 4 { // records written once, in the first period
+		var b Batch
+		b.Set(fmt.Appendf(nil, "once/%d", i), nil)
+		if err := a.Write(t.Context(), i, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFollowed(t, late, uint64(log.Len()))
+	late.Close() // stopped for longer than a period from here
+
+	c, err := a.Compact(t.Context())
+	if err != nil || c.Snapshot == "" || c.Trimmed != 0 {
+		t.Fatalf("first Compact = %+v, %v; want a snapshot and nothing trimmed", c, err)
+	}
+	first := currentManifest(t, snaps)
+	if c, err := a.Compact(t.Context()); err != nil || c.Snapshot != "" {
+		t.Fatalf("Compact within the period = %+v, %v; want nothing", c, err)
+	}
+	for round := 2; round <= 4; round++ {
+		clk.Add(time.Minute)
+		writeRounds(t, a, 200, round)
+		c, err := a.Compact(t.Context())
+		if err != nil || c.Snapshot == "" {
+			t.Fatalf("Compact of round %d = %+v, %v", round, c, err)
+		}
+		m := currentManifest(t, snaps)
+		if names := snaps.Names(); !slices.Equal(names, []string{m.Snapshot}) {
+			t.Errorf("round %d: snapshots held %q, want the current one alone, %s", round, names, m.Snapshot)
+		}
+		if round == 2 && !maps.Equal(m.Trimmed, first.Applied) {
+			t.Errorf("round 2 announces trimming below %v, want the first snapshot's points %v", m.Trimmed, first.Applied)
+		}
+	}
+	// Four rounds of 200 entries and 4 more written, those of rounds 1
+	// and 2 trimmed (below the points announced in round 3), but for each
+	// partition's last entry at its trim point.
+	if live, all := log.Live(), log.Len(); all != 804 || live > 200+200+4 {
+		t.Errorf("the log keeps %d of %d entries; want at most the last two rounds' 400 and a trim point each", live, all)
+	}
+	want := dump(t, a)
+
+	for _, tc := range []struct {
+		name string
+		dir  string
+		prep func(dir string)
+	}{
+		{"empty directory", t.TempDir(), nil},
+		{"stopped for longer than a period", lateDir, nil},
+		{"interrupted restore", t.TempDir(), func(dir string) {
+			if err := os.WriteFile(filepath.Join(dir, restoringFile), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "000001.sst"), []byte("half a file"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		if tc.prep != nil {
+			tc.prep(tc.dir)
+		}
+		s := openCompacting(t, tc.dir, log, snaps, clk)
+		if got := dump(t, s); !maps.Equal(got, want) {
+			t.Errorf("%s: the store holds %d keys (%q…), want %d as the writer", tc.name, len(got), got["k0000"], len(want))
+		}
+		if restoring(tc.dir) {
+			t.Errorf("%s: the restore marker stayed", tc.name)
+		}
+		s.Close()
+	}
+
+	// Without its snapshot, the log alone no longer rebuilds the store:
+	// what the trim is for, and why Open restores first.
+	bare, err := Open(t.Context(), t.TempDir(), log, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if err := bare.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFollowed(t, bare, uint64(log.Len()))
+	if got := dump(t, bare); maps.Equal(got, want) {
+		t.Error("a store rebuilt from the trimmed log alone holds everything: nothing was trimmed")
+	}
+}
+
+// gatedLog holds its readers until the gate opens: a store whose follower
+// lags.
+type gatedLog struct {
+	*MemLog
+	gate chan struct{}
+}
+
+func (l gatedLog) Read(ctx context.Context, after uint64, caughtUp func(), fn func(Entry) error) error {
+	select {
+	case <-l.gate:
+	case <-ctx.Done():
+		return nil
+	}
+	return l.MemLog.Read(ctx, after, caughtUp, fn)
+}
+
+// TestCompactStaleFollower: a store running while its follower lags more
+// than a period behind the trims stops with ErrStale rather than apply a
+// log with holes; its own Compact, behind the current snapshot, leaves
+// the manifest to the others.
+func TestCompactStaleFollower(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	log := &MemLog{Now: clk.Now}
+	snaps := &MemSnapshots{}
+	a := openCompacting(t, t.TempDir(), log, snaps, clk)
+	gate := make(chan struct{})
+	slow, err := Open(t.Context(), t.TempDir(), gatedLog{log, gate}, Options{Logf: t.Logf, Snapshots: snaps, CompactEvery: time.Minute, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	for round := 1; round <= 3; round++ {
+		writeRounds(t, a, 50, round)
+		if _, err := a.Compact(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(time.Minute)
+	}
+	before := currentManifest(t, snaps)
+	if c, err := slow.Compact(t.Context()); err != nil || c.Snapshot != "" {
+		t.Errorf("Compact of a store behind the snapshot = %+v, %v; want nothing", c, err)
+	}
+	if after := currentManifest(t, snaps); after.Snapshot != before.Snapshot {
+		t.Errorf("a store behind replaced the manifest's snapshot %s with %s", before.Snapshot, after.Snapshot)
+	}
+	close(gate)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := slow.WaitReady(ctx); !errors.Is(err, ErrStale) || !errors.Is(slow.Err(), ErrStale) {
+		t.Errorf("a follower behind the trims: WaitReady = %v, Err = %v; want ErrStale", err, slow.Err())
+	}
+}
+
+// TestCompactWithoutSnapshots: a store without Snapshots never trims.
+func TestCompactWithoutSnapshots(t *testing.T) {
+	log := &MemLog{}
+	s := open(t, t.TempDir(), log)
+	writeRounds(t, s, 20, 1)
+	if c, err := s.Compact(t.Context()); err != nil || c != (Compaction{}) || log.Live() != 20 {
+		t.Errorf("Compact without Snapshots = %+v, %v, %d entries left; want nothing done", c, err, log.Live())
+	}
+}
