@@ -4,7 +4,7 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier auth replicas engine captures soak
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier auth replicas engine captures compact soak
 #
 #   ./bench.sh scale [SIZE…]  the per-URL stores at sizes (default 1M 5M 20M)
 #
@@ -49,6 +49,9 @@ engine()  { run "Engines for per-URL records: Pebble vs bbolt (baseline) vs Redi
 captures() { run "Captures on disk (Pebble + the NATS log, embedded server in process) vs Redis JSON hashes: puts/s, RSS, disk and log bytes per URL, reopen time, lookups/s; sizes: SIEVE_CAPTURES_SIZES (default 1000000)" \
                 go test ./captures -count=1 -run '^TestCaptureCost$' -sieve.capturesbench -sieve.capturesbench.sizes "${SIEVE_CAPTURES_SIZES:-1000000}" -v -timeout 120m; }
 
+compact() { run "Compaction of a per-URL store's log: 1 M records rewritten each round, compacted each round vs not (baseline): log bytes, write rate, snapshot size and time, a new store restored vs rebuilt from the log" \
+                go test ./frontier -count=1 -run '^TestCompactionCost$' -sieve.compactbench -sieve.compactbench.n "${SIEVE_COMPACT_N:-1000000}" -v -timeout 60m; }
+
 # scale SIZE…: the per-URL stores at growing sizes (issue 26), each figure
 # per URL so that a rising one shows: the captures' store (RSS of the store
 # and its NATS server, Pebble's and the log's bytes, put and lookup rates,
@@ -90,10 +93,10 @@ if [ "${names[0]:-}" = scale ]; then
 	scale "${names[@]:1}"
 	exit
 fi
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier auth engine captures)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier auth engine captures compact)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|auth|engine|captures) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier auth engine captures)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|auth|engine|captures|compact) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier auth engine captures compact)" >&2; exit 2 ;;
 	esac
 done
