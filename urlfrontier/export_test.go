@@ -66,3 +66,6 @@ func PutLegacyFresh(ctx context.Context, s *Server, crawl, key, url string, crea
 		return nil
 	})
 }
+
+// Compact runs one compaction of s's queues' store now.
+func Compact(s *Server, ctx context.Context) (urlstore.Compaction, error) { return s.q.st.Compact(ctx) }

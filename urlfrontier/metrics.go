@@ -17,12 +17,16 @@ import (
 //	sieve_urlfrontier_urls_total{rpc,status}  items answered OK, SKIPPED, FAIL
 //	sieve_urlfrontier_rejected_total{reason}  items SKIPPED, by reason
 //	sieve_urlfrontier_handed_out_total        URLs handed out by GetURLs
+//	sieve_urlfrontier_snapshots_total         snapshots of the queues' index taken here
+//	sieve_urlfrontier_snapshot_bytes          the last one's size
 type metrics struct {
-	calls    *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	urls     *prometheus.CounterVec
-	rejected *prometheus.CounterVec
-	handed   prometheus.Counter
+	calls         *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	urls          *prometheus.CounterVec
+	rejected      *prometheus.CounterVec
+	handed        prometheus.Counter
+	snapshots     prometheus.Counter
+	snapshotBytes prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,9 +42,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "URLs put and answered SKIPPED, by reason."}, []string{"reason"}),
 		handed: prometheus.NewCounter(prometheus.CounterOpts{Name: "sieve_urlfrontier_handed_out_total",
 			Help: "URLs handed out by GetURLs."}),
+		snapshots: prometheus.NewCounter(prometheus.CounterOpts{Name: "sieve_urlfrontier_snapshots_total",
+			Help: "Snapshots of the queues' index this server took (urlfrontier.compact_every), each followed by a trim of the queues' log."}),
+		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sieve_urlfrontier_snapshot_bytes",
+			Help: "Size of the last snapshot of the queues' index this server took."}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.calls, m.latency, m.urls, m.rejected, m.handed} {
+		for _, c := range []prometheus.Collector{m.calls, m.latency, m.urls, m.rejected, m.handed, m.snapshots, m.snapshotBytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -74,6 +74,10 @@ type Options struct {
 	// AdmitTimeout bounds the admission of one batch: a URL not decided
 	// by then is answered FAIL (default 10 s).
 	AdmitTimeout time.Duration
+	// CompactEvery is how often the queues' index is snapshotted and
+	// their log trimmed below the previous snapshot (urlstore.Compact;
+	// 0: never).
+	CompactEvery time.Duration
 	// Progress, if set, is told how Open's catch-up with the queues' log
 	// goes (as the log says it, every 5 s), for a page that shows it while
 	// the server is not ready yet.
@@ -181,7 +185,14 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		dir = s.tmp
 	}
 	logf := func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }
-	s.q.st, err = urlstore.OpenFree(ctx, dir, log, urlstore.Options{CacheBytes: o.CacheBytes, Logf: logf, OnApply: s.q.onApply})
+	so := urlstore.Options{CacheBytes: o.CacheBytes, Logf: logf, OnApply: s.q.onApply, CompactEvery: o.CompactEvery, Now: o.Now}
+	if o.CompactEvery > 0 {
+		if so.Snapshots, err = frontier.OpenStoreSnapshots(ctx, o.JetStream, o.Topology, storeName); err != nil {
+			s.removeTmp()
+			return nil, fmt.Errorf("urlfrontier: %w", err)
+		}
+	}
+	s.q.st, err = urlstore.OpenFree(ctx, dir, log, so)
 	if err != nil {
 		s.removeTmp()
 		return nil, fmt.Errorf("urlfrontier: queues' store: %w", err)
@@ -210,11 +221,45 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.heartbeat(rctx) }()
 	go func() { defer s.wg.Done(); s.watchActive(rctx) }()
+	go func() { defer s.wg.Done(); s.compactLoop(rctx) }()
 	return s, nil
 }
+
+// compactLoop compacts the queues' store (urlstore.Compact) until ctx ends:
+// it asks every tenth of the period, so that of several servers the first
+// to find the snapshot a period old takes the next, and logs each one.
+func (s *Server) compactLoop(ctx context.Context) {
+	if s.o.CompactEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(max(s.o.CompactEvery/10, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, err := s.q.st.Compact(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.o.Logger.Warn("urlfrontier: compacting the queues' log failed; trying again", "error", err)
+		case c.Snapshot != "":
+			s.m.snapshots.Inc()
+			s.m.snapshotBytes.Set(float64(c.Bytes))
+			s.o.Logger.Info("urlfrontier: queues' index snapshotted, log trimmed below the previous snapshot",
+				"snapshot", c.Snapshot, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond), "partitions_trimmed", c.Trimmed)
+		}
+	}
+}
+
+// Err is why the queues' index stopped following their log (urlstore.ErrStale:
+// this server lagged behind the log's trims; restarted, it restores from the
+// snapshot), nil while it follows: a readiness check.
+func (s *Server) Err() error { return s.q.st.Err() }
 
 func (s *Server) removeTmp() {
 	if s.tmp != "" {

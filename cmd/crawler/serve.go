@@ -94,9 +94,13 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	// says how far (not ready, with the progress as the reason).
 	var loading atomic.Value
 	loading.Store("opening the queues' store")
+	var opened atomic.Pointer[urlfrontier.Server]
 	w, err := startServeWatch(s, p, reg, logger, stderr, func() error {
 		if m := loading.Load().(string); m != "" {
 			return errors.New(m)
+		}
+		if srv := opened.Load(); srv != nil {
+			return srv.Err() // its index fell behind the log's trims
 		}
 		return nil
 	})
@@ -111,23 +115,37 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 		JetStream: p.js, Dir: filepath.Join(s.DataDir, "urlfrontier"), Topology: s.Frontier.Topology(), Filters: p.worker.Filters(), Canonicalize: canon.URL,
 		Crawls: urlfrontier.StoreCrawls{Store: store, Registry: registry, Forget: p.worker.ForgetCrawl},
 		Node:   lis.Addr().String(), DefaultDelay: u.DefaultDelay, DefaultLease: u.DefaultLease,
-		MaxBatch: u.MaxBatch, Registerer: reg, Logger: logger, LogLevel: level,
+		MaxBatch: u.MaxBatch, CompactEvery: u.CompactEvery, Registerer: reg, Logger: logger, LogLevel: level,
 		Progress: func(m string) { loading.Store(m) },
 	})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	opened.Store(srv)
 	loading.Store("")
 	g := grpc.NewServer(append(srv.ServerOptions(int(u.MaxMessageBytes)), sec.grpcOptions(urlfrontier.Roles())...)...)
 	srv.Register(g)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	fmt.Fprintf(stderr, "urlfrontier listening on %s (%s)\n", lis.Addr(), sec.describe())
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		return fmt.Errorf("urlfrontier: %w", err)
+	// A queues' index that fell behind the log's trims cannot be made
+	// current from the log: serve stops, and started again (as compose and
+	// systemd do) restores it from the snapshot.
+	stale := time.NewTicker(time.Second)
+	defer stale.Stop()
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case err := <-served:
+			return fmt.Errorf("urlfrontier: %w", err)
+		case <-stale.C:
+			if err := srv.Err(); err != nil {
+				g.Stop()
+				return fmt.Errorf("urlfrontier: %w", err)
+			}
+		}
 	}
 	// Finish the calls in hand for a while, then cut the streams.
 	stopped := make(chan struct{})

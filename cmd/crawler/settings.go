@@ -10,6 +10,7 @@ import (
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/crawls"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/urlstore"
 	"github.com/sievecrawl/sieve/warc"
 )
 
@@ -40,13 +41,14 @@ type urlfrontierSettings struct {
 	DefaultLease    time.Duration `yaml:"default_lease" help:"time a handed-out URL waits for its update before it is handed out again, when GetURLs asks for 0"`
 	MaxBatch        int           `yaml:"max_batch" help:"most URLs in one PutDiscovered batch; a larger batch ends its stream with INVALID_ARGUMENT"`
 	MaxMessageBytes config.Bytes  `yaml:"max_message_bytes" help:"largest gRPC message received; a larger one is refused with RESOURCE_EXHAUSTED"`
+	CompactEvery    time.Duration `yaml:"compact_every" help:"how often the queues' index is snapshotted into NATS (bucket <PREFIX>_STORE_SNAP) and the queues' log trimmed below the previous snapshot, so that the log holds about two periods of work and a new or wiped serve starts from the snapshot; a serve may be stopped or lag up to this long and catch up from the log, longer and it restores from the snapshot. 0: never (the log keeps every entry)"`
 	// Security is the API's TLS and authentication (issue 29).
 	Security config.ServerSecurity `yaml:",inline"`
 }
 
 func defaultURLFrontier() urlfrontierSettings {
 	return urlfrontierSettings{Addr: "127.0.0.1:7071", DefaultDelay: time.Second, DefaultLease: 30 * time.Second,
-		MaxBatch: 10_000, MaxMessageBytes: 16 << 20}
+		MaxBatch: 10_000, MaxMessageBytes: 16 << 20, CompactEvery: urlstore.DefaultCompactEvery}
 }
 
 func (u urlfrontierSettings) validate() error {
@@ -63,6 +65,9 @@ func (u urlfrontierSettings) validate() error {
 	}
 	if u.MaxBatch <= 0 {
 		bad("urlfrontier.max_batch", "must be positive")
+	}
+	if u.CompactEvery != 0 && u.CompactEvery < time.Minute {
+		bad("urlfrontier.compact_every", "must be 0 (never) or at least 1m: a serve that lags longer must restore")
 	}
 	if u.MaxMessageBytes < 1024 {
 		bad("urlfrontier.max_message_bytes", "must be at least 1KiB")

@@ -289,6 +289,7 @@ type systemPlan struct {
 
 	ServeRAM, ServeIndex uint64 // each crawler serve (URLFrontier API)
 	QueuesLog            uint64 // the queues' log, a replica
+	QueuesSnapshot       uint64 // the queues' index snapshot, a replica
 	Stream               uint64 // the frontier stream, a replica
 	CrawlerRAM           uint64 // each archiving crawler's captures store
 	CapturesIndex        uint64 // each archiving crawler's captures index
@@ -311,13 +312,14 @@ type systemPlan struct {
 func planSystem(so systemOptions, p dedup.FilterPlan) systemPlan {
 	n := uint64(so.URLs)
 	s := systemPlan{systemOptions: so, Filter: p,
-		ServeRAM:      urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(so.Queues),
-		ServeIndex:    urlfrontier.DiskIndexBytesPerURL * n,
-		QueuesLog:     urlfrontier.DiskLogBytesPerURL * n,
-		Stream:        frontier.StreamBytesPerURL * uint64(so.Waiting),
-		CrawlerRAM:    captures.DiskRAMBytesFixed,
-		CapturesIndex: captures.DiskIndexBytesPerURL * n,
-		CapturesLog:   captures.DiskLogBytesPerURL * n,
+		ServeRAM:       urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(so.Queues),
+		ServeIndex:     urlfrontier.DiskIndexBytesPerURL * n,
+		QueuesLog:      urlfrontier.DiskLogBytesPerURL * n,
+		QueuesSnapshot: urlfrontier.DiskIndexBytesPerURL * n,
+		Stream:         frontier.StreamBytesPerURL * uint64(so.Waiting),
+		CrawlerRAM:     captures.DiskRAMBytesFixed,
+		CapturesIndex:  captures.DiskIndexBytesPerURL * n,
+		CapturesLog:    captures.DiskLogBytesPerURL * n,
 	}
 	if so.NodeMemory == 0 && so.NodeDisk == 0 {
 		return s
@@ -367,9 +369,9 @@ func planSystem(so systemOptions, p dedup.FilterPlan) systemPlan {
 	return s
 }
 
-// stores is a replica of the stores' stream: the queues' and the
-// captures' logs.
-func (s systemPlan) stores() uint64 { return s.QueuesLog + s.CapturesLog }
+// stores is a replica of the stores' stream and snapshots: the queues'
+// and the captures' logs, the queues' snapshot.
+func (s systemPlan) stores() uint64 { return s.QueuesLog + s.QueuesSnapshot + s.CapturesLog }
 
 // nodeFixed is what every node of a deployment holds whatever their
 // number: a serve and an archiving crawler, in RAM and with their indexes.
@@ -409,7 +411,9 @@ func printSystem(w io.Writer, s systemPlan) {
 	row("crawler serve (URLFrontier API)", s.ServeRAM, s.ServeIndex, 0,
 		fmt.Sprintf("urlfrontier (TestServeScale): %s + %s a queue; index %d B a URL", bytesText(urlfrontier.RAMBytesFixed), bytesText(urlfrontier.RAMBytesPerQueue), urlfrontier.DiskIndexBytesPerURL))
 	row("queues' log (stores' stream)", 0, 0, s.QueuesLog,
-		fmt.Sprintf("urlfrontier (TestServeScale): %d B a URL", urlfrontier.DiskLogBytesPerURL))
+		fmt.Sprintf("urlfrontier (TestServeScale): %d B a URL put; compacted, two periods of work (urlfrontier.compact_every)", urlfrontier.DiskLogBytesPerURL))
+	row("queues' snapshot (<PREFIX>_STORE_SNAP)", 0, 0, s.QueuesSnapshot,
+		"a copy of a serve's index, what a new serve starts from")
 	row("frontier stream (native path)", 0, 0, s.Stream,
 		fmt.Sprintf("frontier (TestFrontierStreamBytes): %d B a waiting URL, S2", frontier.StreamBytesPerURL))
 	row("archiving crawler's captures", s.CrawlerRAM, s.CapturesIndex, 0,
