@@ -18,13 +18,25 @@ import (
 
 func openStore(t *testing.T, js jetstream.JetStream, topo frontier.Topology, dir string) *urlstore.Store {
 	t.Helper()
+	return openStoreWith(t, js, topo, dir, urlstore.Options{Logf: t.Logf}, false)
+}
+
+// openStoreWith opens store "test" with o, its snapshots in JetStream if
+// compacting, and waits until it has caught up.
+func openStoreWith(t *testing.T, js jetstream.JetStream, topo frontier.Topology, dir string, o urlstore.Options, compacting bool) *urlstore.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	log, err := frontier.OpenStoreLog(ctx, js, topo, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := urlstore.Open(ctx, dir, log, urlstore.Options{Logf: t.Logf})
+	if compacting {
+		if o.Snapshots, err = frontier.OpenStoreSnapshots(ctx, js, topo, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := urlstore.Open(ctx, dir, log, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,17 +28,7 @@ func (c *clock) Add(d time.Duration) {
 
 func openCompacting(t testing.TB, dir string, log Log, snaps Snapshots, clk *clock) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), dir, log, Options{Logf: t.Logf, Snapshots: snaps, CompactEvery: time.Minute, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := s.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return openWith(t, dir, log, Options{Logf: t.Logf, Snapshots: snaps, CompactEvery: time.Minute, Now: clk.Now})
 }
 
 // writeRounds sets keys k0000…k(n-1) to round's value, each in partition

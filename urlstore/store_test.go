@@ -16,7 +16,14 @@ import (
 
 func open(t testing.TB, dir string, log Log) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), dir, log, Options{Logf: t.Logf})
+	return openWith(t, dir, log, Options{Logf: t.Logf})
+}
+
+// openWith opens a store with o, closed at the test's end, and waits until
+// it has caught up.
+func openWith(t testing.TB, dir string, log Log, o Options) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), dir, log, o)
 	if err != nil {
 		t.Fatal(err)
 	}
