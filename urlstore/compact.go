@@ -37,7 +37,8 @@ import (
 //  2. takes a new snapshot (a Pebble checkpoint: a consistent copy, with
 //     the partitions' sequences it holds), if this store has applied at
 //     least the current snapshot's points (a store behind leaves it to
-//     another);
+//     another) and more (an idle store's snapshot is current: an idle
+//     deployment uploads nothing);
 //  3. replaces the manifest, compare-and-set on its revision: the new
 //     snapshot, and as Trimmed the previous snapshot's points.
 //
@@ -129,12 +130,24 @@ func (s *Store) Compact(ctx context.Context) (Compaction, error) {
 	if m != nil && s.now().Sub(m.Made) < s.compactEvery {
 		return out, nil
 	}
-	if m != nil {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	if m != nil && m.Snapshot != s.trimmedFor {
 		for p, seq := range m.Trimmed {
 			if err := s.log.Trim(ctx, p, seq); err != nil {
 				return out, fmt.Errorf("urlstore: %w", err)
 			}
 			out.Trimmed++
+		}
+		s.trimmedFor = m.Snapshot
+	}
+	if m != nil {
+		applied := s.appliedNow()
+		if behind(applied, m.Applied) {
+			return out, nil // this store is behind the snapshot there: another takes the next
+		}
+		if !behind(m.Applied, applied) {
+			return out, nil // nothing written since: the snapshot there is current
 		}
 	}
 	start := time.Now()
@@ -148,9 +161,6 @@ func (s *Store) Compact(ctx context.Context) (Compaction, error) {
 			_ = s.snaps.Delete(context.WithoutCancel(ctx), next.Snapshot)
 		}
 	}()
-	if m != nil && behind(next.Applied, m.Applied) {
-		return out, nil // this store is behind the snapshot there: another takes the next
-	}
 	if m != nil {
 		next.Trimmed = m.Applied
 	}

@@ -108,6 +108,19 @@ func TestCompactTrimsAndRestores(t *testing.T) {
 	if live, all := log.Live(), log.Len(); all != 804 || live > 200+200+4 {
 		t.Errorf("the log keeps %d of %d entries; want at most the last two rounds' 400 and a trim point each", live, all)
 	}
+	// Idle, a period later: the trim announced in round 4 is made, but
+	// the snapshot there is current: none is taken, and after that
+	// nothing more is done.
+	clk.Add(time.Minute)
+	if c, err := a.Compact(t.Context()); err != nil || c.Snapshot != "" || c.Trimmed != 4 {
+		t.Errorf("Compact of an idle store = %+v, %v; want the announced trim alone", c, err)
+	}
+	if live := log.Live(); live > 200+4 {
+		t.Errorf("after the idle period's trim the log keeps %d entries; want round 4's 200 and a trim point each", live)
+	}
+	if c, err := a.Compact(t.Context()); err != nil || c != (Compaction{}) {
+		t.Errorf("Compact of an idle store again = %+v, %v; want nothing", c, err)
+	}
 	want := dump(t, a)
 
 	for _, tc := range []struct {

@@ -71,6 +71,8 @@ type Store struct {
 	snaps        Snapshots
 	compactEvery time.Duration
 	now          func() time.Time
+	compactMu    sync.Mutex // one Compact at a time
+	trimmedFor   string     // the snapshot whose announced trim this store made
 	// failed is the follower's final error (ErrStale), set before done
 	// closes.
 	failed atomic.Pointer[error]
