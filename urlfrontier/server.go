@@ -76,7 +76,8 @@ type Options struct {
 	AdmitTimeout time.Duration
 	// CompactEvery is how often the queues' index is snapshotted and
 	// their log trimmed below the previous snapshot (urlstore.Compact;
-	// 0: never).
+	// 0: this server never does, another may; every server restores
+	// from the snapshots).
 	CompactEvery time.Duration
 	// Progress, if set, is told how Open's catch-up with the queues' log
 	// goes (as the log says it, every 5 s), for a page that shows it while
@@ -186,11 +187,11 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	}
 	logf := func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }
 	so := urlstore.Options{CacheBytes: o.CacheBytes, Logf: logf, OnApply: s.q.onApply, CompactEvery: o.CompactEvery, Now: o.Now}
-	if o.CompactEvery > 0 {
-		if so.Snapshots, err = frontier.OpenStoreSnapshots(ctx, o.JetStream, o.Topology, storeName); err != nil {
-			s.removeTmp()
-			return nil, fmt.Errorf("urlfrontier: %w", err)
-		}
+	// The snapshots whether this server compacts or not: another may
+	// have trimmed the log, and then a new directory starts from them.
+	if so.Snapshots, err = frontier.OpenStoreSnapshots(ctx, o.JetStream, o.Topology, storeName); err != nil {
+		s.removeTmp()
+		return nil, fmt.Errorf("urlfrontier: %w", err)
 	}
 	s.q.st, err = urlstore.OpenFree(ctx, dir, log, so)
 	if err != nil {

@@ -41,7 +41,7 @@ type urlfrontierSettings struct {
 	DefaultLease    time.Duration `yaml:"default_lease" help:"time a handed-out URL waits for its update before it is handed out again, when GetURLs asks for 0"`
 	MaxBatch        int           `yaml:"max_batch" help:"most URLs in one PutDiscovered batch; a larger batch ends its stream with INVALID_ARGUMENT"`
 	MaxMessageBytes config.Bytes  `yaml:"max_message_bytes" help:"largest gRPC message received; a larger one is refused with RESOURCE_EXHAUSTED"`
-	CompactEvery    time.Duration `yaml:"compact_every" help:"how often the queues' index is snapshotted into NATS (bucket <PREFIX>_STORE_SNAP) and the queues' log trimmed below the previous snapshot, so that the log holds about two periods of work and a new or wiped serve starts from the snapshot; a serve may be stopped or lag up to this long and catch up from the log, longer and it restores from the snapshot. 0: never (the log keeps every entry)"`
+	CompactEvery    time.Duration `yaml:"compact_every" help:"how often the queues' index is snapshotted into NATS (bucket <PREFIX>_STORE_SNAP) and the queues' log trimmed below the previous snapshot, so that the log holds about two periods of work and a new or wiped serve starts from the snapshot; a serve may be stopped or lag up to this long and catch up from the log, longer and it restores from the snapshot. 0: this serve never compacts (if none does, the log keeps every entry)"`
 	// Security is the API's TLS and authentication (issue 29).
 	Security config.ServerSecurity `yaml:",inline"`
 }
