@@ -37,7 +37,9 @@ func Append(ctx context.Context, log Log, p int, b *Batch) error {
 // Lookup returns key's value as the entries of partition p leave it,
 // reading them all from log without a local index: for a command asking
 // about one key while the processes that keep stores hold their
-// directories. It costs a read of the partition's whole log.
+// directories. It costs a read of the partition's whole log, and needs
+// all of it: not for a store whose log is compacted (Compact), whose
+// early entries are in a snapshot instead.
 func Lookup(ctx context.Context, log Log, p int, key []byte) ([]byte, bool, error) {
 	var value []byte
 	var ok bool
