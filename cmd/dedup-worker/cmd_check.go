@@ -48,7 +48,7 @@ func cmdCheck(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 		contains = remoteContains(ctx, client, flagValue(fs, "data-dir"))
 	}
 	if contains == nil {
-		useDataDir(ctx, cfg, client, flagValue(fs, "data-dir"), crawl)
+		useDataDir(ctx, cfg, client, flagValue(fs, "data-dir"), crawl, nil)
 		t := tools{crawl: crawl}
 		if err := t.open(ctx, cfg, n.Version(), false); err != nil {
 			return fail(err)

@@ -31,8 +31,10 @@ func checkFlags(fs *flag.FlagSet) {
 // of the kind whose snapshot file is there, unless filter.kind was given
 // (the snapshot's size is stored with it). Then, if crawl is not empty, it
 // names the section for that crawl's own filter (forCrawl): in dir, the
-// crawl's file seen.<crawl>.<kind>, of the kind whose file is there.
-func useDataDir(ctx context.Context, cfg *config.Config, c watch.Client, dir, crawl string) {
+// crawl's file seen.<crawl>.<kind>, of the kind whose file is there. read
+// is the report already read from dir, if any (nil: it is read here when
+// needed).
+func useDataDir(ctx context.Context, cfg *config.Config, c watch.Client, dir, crawl string, read *watch.Report) {
 	defer forCrawl(cfg, crawl)
 	if dir == "" || cfg.Redis.Enabled() {
 		return
@@ -45,8 +47,15 @@ func useDataDir(ctx context.Context, cfg *config.Config, c watch.Client, dir, cr
 		}
 	}
 	if !slices.Contains(cfg.Filter.Given, "kind") {
-		if r, _, err := c.ReadDir(ctx, dir); crawl == "" && err == nil && r.Filter != nil {
-			cfg.Filter.Kind = r.Filter.Kind
+		// The report's kind is the shared filter's: a crawl's own filter
+		// has the kind of its file.
+		if crawl == "" && read == nil {
+			if r, _, err := c.ReadDir(ctx, dir); err == nil {
+				read = &r
+			}
+		}
+		if crawl == "" && read != nil && read.Filter != nil {
+			cfg.Filter.Kind = read.Filter.Kind
 		} else if !has(cfg.Filter.Kind) {
 			// No report (or a crawl's filter, of its own kind): the kind
 			// whose snapshot is there.
@@ -108,6 +117,7 @@ func fromWatch(r watch.Report) report {
 // crawl's, from its snapshot file, even while the crawl in dir runs.
 func snapshotReport(ctx context.Context, cfg *config.Config, c watch.Client, dir, crawl string) (report, error) {
 	var rep report
+	var read *watch.Report
 	if dir != "" {
 		r, live, err := c.ReadDir(ctx, dir)
 		switch {
@@ -115,12 +125,12 @@ func snapshotReport(ctx context.Context, cfg *config.Config, c watch.Client, dir
 			return fromWatch(r), nil
 		case err == nil:
 			// Queues and worker state were the process's: gone with it.
-			rep.Shared = r.Shared
+			rep.Shared, read = r.Shared, &r
 		case !errors.Is(err, watch.ErrNothingInDir):
 			return rep, err
 		}
 	}
-	useDataDir(ctx, cfg, c, dir, crawl)
+	useDataDir(ctx, cfg, c, dir, crawl, read)
 	canon, err := cfg.Normalize.Normalizer()
 	if err != nil {
 		return rep, err
