@@ -229,24 +229,15 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// compactLoop compacts the queues' store (urlstore.Compact) until ctx ends:
-// it asks every tenth of the period, so that of several servers the first
-// to find the snapshot a period old takes the next, and logs each one.
+// compactLoop compacts the queues' store (urlstore.Compact) until ctx
+// ends, if this server compacts, and logs and counts each snapshot.
 func (s *Server) compactLoop(ctx context.Context) {
 	if s.o.CompactEvery <= 0 {
 		return
 	}
-	t := time.NewTicker(max(s.o.CompactEvery/10, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c, err := s.q.st.Compact(ctx)
+	s.q.st.CompactLoop(ctx, func(c urlstore.Compaction, err error) {
 		switch {
-		case err != nil && ctx.Err() == nil:
+		case err != nil:
 			s.o.Logger.Warn("urlfrontier: compacting the queues' log failed; trying again", "error", err)
 		case c.Snapshot != "":
 			s.m.snapshots.Inc()
@@ -254,7 +245,7 @@ func (s *Server) compactLoop(ctx context.Context) {
 			s.o.Logger.Info("urlfrontier: queues' index snapshotted, log trimmed below the previous snapshot",
 				"snapshot", c.Snapshot, "bytes", c.Bytes, "took", c.Took.Round(time.Millisecond), "partitions_trimmed", c.Trimmed)
 		}
-	}
+	})
 }
 
 // Err is why the queues' index stopped following their log (urlstore.ErrStale:

@@ -74,6 +74,9 @@ type manifest struct {
 	// trims the log (or an earlier one did): the previous snapshot's
 	// Applied. A store whose index is behind it restores.
 	Trimmed map[int]uint64 `json:"trimmed,omitempty"`
+
+	// applied is the taker's appliedBytes at the checkpoint (not stored).
+	applied uint64
 }
 
 func readManifest(ctx context.Context, snaps Snapshots) (*manifest, uint64, error) {
@@ -149,6 +152,12 @@ func (s *Store) Compact(ctx context.Context) (Compaction, error) {
 		if !behind(m.Applied, applied) {
 			return out, nil // nothing written since: the snapshot there is current
 		}
+		if m.Snapshot != s.sinceFor {
+			s.sinceFor, s.sinceBytes = m.Snapshot, s.appliedBytes.Load()
+		}
+		if written := s.appliedBytes.Load() - s.sinceBytes; float64(written) < s.compactRatio*float64(m.Bytes) {
+			return out, nil // the log written since is small beside a snapshot
+		}
 	}
 	start := time.Now()
 	next, err := s.snapshot(ctx)
@@ -174,6 +183,7 @@ func (s *Store) Compact(ctx context.Context) (Compaction, error) {
 		return out, fmt.Errorf("urlstore: write the snapshots' manifest: %w", err)
 	}
 	keep = true
+	s.sinceFor, s.sinceBytes = next.Snapshot, next.applied
 	if m != nil && m.Snapshot != next.Snapshot {
 		if err := s.snaps.Delete(ctx, m.Snapshot); err != nil && s.logf != nil {
 			s.logf("urlstore: the previous snapshot %s stays: %v", m.Snapshot, err)
@@ -181,6 +191,32 @@ func (s *Store) Compact(ctx context.Context) (Compaction, error) {
 	}
 	out.Snapshot, out.Bytes, out.Took = next.Snapshot, next.Bytes, time.Since(start)
 	return out, nil
+}
+
+// CompactLoop calls Compact every tenth of Options.CompactEvery (every
+// second at least) until ctx ends, and report with each outcome that did
+// something or failed. Every process on a log may run it: the first to
+// find the snapshot a period old takes the next.
+func (s *Store) CompactLoop(ctx context.Context, report func(Compaction, error)) {
+	if s.snaps == nil {
+		return
+	}
+	t := time.NewTicker(max(s.compactEvery/10, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, err := s.Compact(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil || c != (Compaction{}) {
+			report(c, err)
+		}
+	}
 }
 
 // snapshot copies the index into a new snapshot and returns its manifest
@@ -199,7 +235,7 @@ func (s *Store) snapshot(ctx context.Context) (*manifest, error) {
 	if err := s.db.Checkpoint(tmp, pebble.WithFlushedWAL()); err != nil {
 		return nil, fmt.Errorf("urlstore: snapshot: %w", err)
 	}
-	m := &manifest{Applied: map[int]uint64{}, Made: s.now()}
+	m := &manifest{Applied: map[int]uint64{}, Made: s.now(), applied: s.appliedBytes.Load()}
 	if err := readCheckpoint(tmp, m); err != nil {
 		return nil, err
 	}

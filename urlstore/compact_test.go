@@ -230,3 +230,41 @@ func TestCompactWithoutSnapshots(t *testing.T) {
 		t.Errorf("Compact without Snapshots = %+v, %v, %d entries left; want nothing done", c, err, log.Live())
 	}
 }
+
+// TestCompactRatio: with CompactRatio, a period passing is not enough: a
+// snapshot waits until the entries applied since the last add up to the
+// ratio times its size.
+func TestCompactRatio(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	log := &MemLog{Now: clk.Now}
+	snaps := &MemSnapshots{}
+	s := openWith(t, t.TempDir(), log, Options{Logf: t.Logf, Snapshots: snaps, CompactEvery: time.Minute, Now: clk.Now, CompactRatio: 1})
+	value := make([]byte, 200)
+	write := func(from, n int) (bytes int) {
+		for i := from; i < from+n; i++ {
+			var b Batch
+			b.Set(fmt.Appendf(nil, "k%05d", i), value)
+			if err := s.Write(t.Context(), i%4, &b); err != nil {
+				t.Fatal(err)
+			}
+			bytes += len(b.data)
+		}
+		return bytes
+	}
+	write(0, 100)
+	first, err := s.Compact(t.Context())
+	if err != nil || first.Snapshot == "" {
+		t.Fatalf("first Compact = %+v, %v; want a snapshot", first, err)
+	}
+	clk.Add(time.Minute)
+	written := write(100, 10)
+	if c, err := s.Compact(t.Context()); err != nil || c.Snapshot != "" {
+		t.Fatalf("Compact after %d bytes beside a snapshot of %d = %+v, %v; want none", written, first.Bytes, c, err)
+	}
+	for next := 110; int64(written) < first.Bytes; next += 10 {
+		written += write(next, 10)
+	}
+	if c, err := s.Compact(t.Context()); err != nil || c.Snapshot == "" {
+		t.Fatalf("Compact after %d bytes beside a snapshot of %d = %+v, %v; want a snapshot", written, first.Bytes, c, err)
+	}
+}

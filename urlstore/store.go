@@ -43,6 +43,12 @@ type Options struct {
 	// takes the next and trims the log (default DefaultCompactEvery): a
 	// store may lag the log by up to half of it without restoring.
 	CompactEvery time.Duration
+	// CompactRatio, if positive, holds a snapshot back until the entries
+	// applied since the current one add up to CompactRatio times its size:
+	// for a store whose index is large beside what a period writes (the
+	// captures': a snapshot each period would cost more than the log it
+	// saves). 0: a snapshot each period in which something was written.
+	CompactRatio float64
 	// Now is the clock of compaction (nil: time.Now).
 	Now func() time.Time
 }
@@ -71,8 +77,14 @@ type Store struct {
 	snaps        Snapshots
 	compactEvery time.Duration
 	now          func() time.Time
+	compactRatio float64
 	compactMu    sync.Mutex // one Compact at a time
 	trimmedFor   string     // the snapshot whose announced trim this store made
+	// appliedBytes adds up the entries applied since the store opened;
+	// sinceFor is the snapshot first seen at appliedBytes = sinceBytes.
+	appliedBytes atomic.Uint64
+	sinceFor     string
+	sinceBytes   uint64
 	// failed is the follower's final error (ErrStale), set before done
 	// closes.
 	failed atomic.Pointer[error]
@@ -170,7 +182,7 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 		return nil, fmt.Errorf("urlstore: open %s: %w", dir, err)
 	}
 	s := &Store{dir: dir, lock: lock, log: log, logf: opts.Logf, onApply: opts.OnApply, parts: map[int]*part{},
-		snaps: opts.Snapshots, compactEvery: opts.CompactEvery, now: opts.Now,
+		snaps: opts.Snapshots, compactEvery: opts.CompactEvery, compactRatio: opts.CompactRatio, now: opts.Now,
 		applied: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	if s.compactEvery <= 0 {
 		s.compactEvery = DefaultCompactEvery
@@ -457,6 +469,7 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) e
 	}
 	pt.last.Store(seq)
 	s.entries.Add(1)
+	s.appliedBytes.Add(uint64(len(data)))
 	if len(changes) > 0 {
 		s.onApply(p, changes)
 	}
