@@ -106,7 +106,7 @@ func costOf(t *testing.T, n int, redisPer float64) {
 	}
 	dir := filepath.Join(t.TempDir(), "captures")
 	before := rssAnon(t)
-	d, err := OpenDisk(t.Context(), dir, log, nil)
+	d, err := OpenDisk(t.Context(), dir, log, urlstore.Options{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func costOf(t *testing.T, n int, redisPer float64) {
 	d.Close() // waits for the follower to pass this store's own entries
 	closing := time.Since(cstart)
 	ostart := time.Now()
-	d, err = OpenDisk(t.Context(), dir, log, nil)
+	d, err = OpenDisk(t.Context(), dir, log, urlstore.Options{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

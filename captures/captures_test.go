@@ -15,6 +15,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/redistest"
+	"github.com/sievecrawl/sieve/urlstore"
 	"github.com/sievecrawl/sieve/warc"
 )
 
@@ -38,7 +39,7 @@ func TestStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disk, err := OpenDisk(ctx, filepath.Join(t.TempDir(), "captures"), diskLog, t.Logf)
+	disk, err := OpenDisk(ctx, filepath.Join(t.TempDir(), "captures"), diskLog, urlstore.Options{Logf: t.Logf}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,18 @@ const StoreName = "captures"
 // Values are the compact binary encoding of encodeCapture. The crawl and
 // partition lead the key so that deleting a crawl is one range per
 // partition. It is safe for concurrent use.
-type Disk struct{ s *urlstore.Store }
+type Disk struct {
+	s    *urlstore.Store
+	stop context.CancelFunc // the compaction loop's
+	done chan struct{}
+}
+
+// CompactRatio is the captures' store's urlstore.Options.CompactRatio: a
+// snapshot once the log written since the last is as large as it. Its
+// index (155 B a URL) is about what a page fetched adds to the log (150
+// B), so a snapshot each period would cost more than the log it saves
+// until the crawl had fetched every URL again.
+const CompactRatio = 1
 
 // Unindexed reads and changes captures through their log alone, for the
 // commands that run beside crawlers holding their stores: a lookup reads
@@ -78,14 +89,21 @@ func (x Unindexed) write(ctx context.Context, p int, b *urlstore.Batch) error {
 	return urlstore.Append(ctx, x.Log, p, b)
 }
 
-// OpenDisk opens the captures' store in dir over log. A directory another
-// store holds (two crawlers on one data dir) is not shared: the store
-// opens in the first free of dir, dir.1, dir.2, … instead, so a process
-// that starts again finds its own. It waits until the store has caught
-// up with the log (ctx bounds it; a long catch-up is reported through
-// logf).
-func OpenDisk(ctx context.Context, dir string, log urlstore.Log, logf func(string, ...any)) (*Disk, error) {
-	s, err := urlstore.OpenFree(ctx, dir, log, urlstore.Options{Logf: logf})
+// OpenDisk opens the captures' store in dir over log with o. A directory
+// another store holds (two crawlers on one data dir) is not shared: the
+// store opens in the first free of dir, dir.1, dir.2, … instead, so a
+// process that starts again finds its own. With o.Snapshots, a directory
+// that is new or behind the log's trims restores the current snapshot
+// first; with compact too, the store compacts the log (Store.CompactLoop
+// every o.CompactEvery, with CompactRatio unless o sets one; a negative
+// ratio holds no snapshot back), reporting
+// through o.Logf. It waits until the store has caught up with the log (ctx
+// bounds it; a long catch-up is reported through o.Logf).
+func OpenDisk(ctx context.Context, dir string, log urlstore.Log, o urlstore.Options, compact bool) (*Disk, error) {
+	if o.CompactRatio == 0 {
+		o.CompactRatio = CompactRatio
+	}
+	s, err := urlstore.OpenFree(ctx, dir, log, o)
 	if err != nil {
 		return nil, fmt.Errorf("captures: %w", err)
 	}
@@ -93,11 +111,38 @@ func OpenDisk(ctx context.Context, dir string, log urlstore.Log, logf func(strin
 		s.Close()
 		return nil, fmt.Errorf("captures: %w", err)
 	}
-	return &Disk{s: s}, nil
+	d := &Disk{s: s}
+	if compact && o.Snapshots != nil {
+		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		d.stop, d.done = stop, make(chan struct{})
+		go func() {
+			defer close(d.done)
+			s.CompactLoop(lctx, func(c urlstore.Compaction, err error) {
+				if o.Logf == nil {
+					return
+				}
+				if err != nil {
+					o.Logf("captures: compacting the log failed; trying again: %v", err)
+				} else if c.Snapshot != "" {
+					o.Logf("captures: index snapshotted (%s, %d bytes, %v), log trimmed below the previous snapshot", c.Snapshot, c.Bytes, c.Took.Round(time.Millisecond))
+				}
+			})
+		}()
+	}
+	return d, nil
 }
 
-// Close closes the store.
-func (d *Disk) Close() error { return d.s.Close() }
+// Compact runs one compaction of the store now (urlstore.Store.Compact).
+func (d *Disk) Compact(ctx context.Context) (urlstore.Compaction, error) { return d.s.Compact(ctx) }
+
+// Close stops the compaction and closes the store.
+func (d *Disk) Close() error {
+	if d.stop != nil {
+		d.stop()
+		<-d.done
+	}
+	return d.s.Close()
+}
 
 // Stats are the store's figures.
 func (d *Disk) Stats() urlstore.Stats { return d.s.Stats() }

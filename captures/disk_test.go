@@ -2,13 +2,16 @@ package captures
 
 import (
 	"encoding/hex"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/urlstore"
 	"github.com/sievecrawl/sieve/warc"
 )
 
@@ -93,11 +96,11 @@ func TestDiskSharedAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "captures")
-	a, err := OpenDisk(t.Context(), dir, log, t.Logf)
+	a, err := OpenDisk(t.Context(), dir, log, urlstore.Options{Logf: t.Logf}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenDisk(t.Context(), dir, log, t.Logf) // the same data dir: takes captures.1
+	b, err := OpenDisk(t.Context(), dir, log, urlstore.Options{Logf: t.Logf}, false) // the same data dir: takes captures.1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func TestDiskSharedAndRestarted(t *testing.T) {
 	if err := b.Put(t.Context(), "c1", "https://other.example/", c); err != nil {
 		t.Fatal(err)
 	}
-	a, err = OpenDisk(t.Context(), dir, log, t.Logf)
+	a, err = OpenDisk(t.Context(), dir, log, urlstore.Options{Logf: t.Logf}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,4 +156,80 @@ func FuzzDecodeCapture(f *testing.F) {
 			t.Errorf("decoded %+v, encoded and decoded again %+v, %v", got, again, err)
 		}
 	})
+}
+
+// TestDiskCompacts: an archiving crawler's store compacts the captures'
+// log once what was written since the last snapshot is as large as it
+// (CompactRatio), so revisits do not grow the log without end; a store on
+// an empty directory (a new crawler, or a command reading captures)
+// restores the snapshot and finds every URL's last capture.
+func TestDiskCompacts(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	js := srv.JetStream()
+	log, err := frontier.OpenStoreLog(t.Context(), js, frontier.Topology{}, StoreName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := frontier.OpenStoreSnapshots(t.Context(), js, frontier.Topology{}, StoreName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Int64 // minutes after at; the store's compaction loop reads it too
+	o := urlstore.Options{Logf: t.Logf, Snapshots: snaps, CompactEvery: time.Minute,
+		Now: func() time.Time { return at.Add(time.Duration(clock.Load()) * time.Minute) }}
+	a, err := OpenDisk(t.Context(), t.TempDir(), log, o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const urls, rounds = 200, 8
+	c := typical()
+	snapshots := 0
+	for round := range rounds {
+		for i := range urls {
+			c.Offset, c.Date = int64(round*urls+i), at.Add(time.Duration(round)*time.Hour)
+			if err := a.Put(t.Context(), "c1", fmt.Sprintf("https://www.example.com/%d.html", i), c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := a.Compact(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Snapshot != "" {
+			snapshots++
+		}
+		clock.Add(1)
+	}
+	st, err := js.Stream(t.Context(), frontier.Topology{}.StoreStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rounds whose snapshot the ratio held back stay in the log longer,
+	// but the first two rounds are gone (but for a trim point in each of
+	// the two partitions, the host's and the digest's).
+	written := rounds*urls + 1 // and the digest's first capture
+	if snapshots < 2 || snapshots == rounds || info.State.Msgs > uint64(written-2*urls+2) {
+		t.Errorf("%d snapshots in %d rounds, the log keeps %d of %d entries; want some rounds held back by the ratio and the first two trimmed",
+			snapshots, rounds, info.State.Msgs, written)
+	}
+	b, err := OpenDisk(t.Context(), t.TempDir(), log, urlstore.Options{Logf: t.Logf, Snapshots: snaps}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := range urls {
+		u := fmt.Sprintf("https://www.example.com/%d.html", i)
+		got, ok, err := b.Last(t.Context(), "c1", u)
+		if want := int64((rounds-1)*urls + i); err != nil || !ok || got.Offset != want {
+			t.Fatalf("restored Last(%s) = offset %d, %v, %v; want the last round's %d", u, got.Offset, ok, err, want)
+		}
+	}
+	if _, ok, err := b.ByDigest(t.Context(), "c1", c.Digest); err != nil || !ok {
+		t.Errorf("restored ByDigest = %v, %v; want the first capture", ok, err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/frontier"
@@ -50,12 +51,14 @@ func capturesCommand(ctx context.Context, s settings, urls []string, jsonOut boo
 		return err
 	}
 	defer closeAll()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	store, err := s.captureStore(ctx, js, rdb)
+	// Not bounded: a store of its own may restore a snapshot first.
+	store, closeStore, err := s.captureReader(ctx, js, rdb)
 	if err != nil {
 		return err
 	}
+	defer closeStore()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	dirs, err := s.archiveDirs(ctx, js)
 	if err != nil {
 		return err
@@ -148,6 +151,31 @@ func printCaptures(w io.Writer, s settings, dirs []string, uc urlCaptures) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time, e.Status, e.MIME, e.Dir, e.Filename, e.Offset, e.Length)
 	}
 	tw.Flush()
+}
+
+// captureReader is what `crawler captures` reads: captureStore, except
+// that once the captures' log is compacted (its early captures are in a
+// snapshot, no longer in the log) it reads through a store of its own
+// under data_dir, restored from the snapshot the first time and caught up
+// with the log's tail the next.
+func (s settings) captureReader(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient) (warc.Captures, func() error, error) {
+	if s.Warc.Captures == "disk" {
+		snaps, err := frontier.OpenStoreSnapshots(ctx, js, s.Frontier.Topology(), captures.StoreName)
+		if err != nil {
+			return nil, nil, err
+		}
+		if m, _, err := snaps.Manifest(ctx); err != nil {
+			return nil, nil, err
+		} else if len(m) > 0 {
+			d, err := s.diskCaptures(ctx, js, nil, false)
+			if err != nil {
+				return nil, nil, err
+			}
+			return d, d.Close, nil
+		}
+	}
+	st, err := s.captureStore(ctx, js, rdb)
+	return st, func() error { return nil }, err
 }
 
 // migrateCapturesCommand copies the captures earlier versions kept in

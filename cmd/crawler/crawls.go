@@ -20,6 +20,7 @@ import (
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/stats"
+	"github.com/sievecrawl/sieve/urlstore"
 	"github.com/sievecrawl/sieve/warc"
 	"github.com/sievecrawl/sieve/watch"
 )
@@ -152,17 +153,31 @@ func (s settings) captureStore(ctx context.Context, js jetstream.JetStream, rdb 
 }
 
 // crawlerCaptures is the capture store of a crawler that archives: for
-// disk, its own store under data_dir, caught up with the log before the
-// first revisit is decided.
+// disk, its own store under data_dir, caught up with the log (or restored
+// from the captures' snapshot) before the first revisit is decided, and
+// compacting the log every warc.compact_every.
 func (s settings) crawlerCaptures(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, logf func(string, ...any)) (warc.Captures, error) {
 	if s.Warc.Captures != "disk" {
 		return s.captureStore(ctx, js, rdb)
 	}
-	log, err := frontier.OpenStoreLog(ctx, js, s.Frontier.Topology(), captures.StoreName)
+	return s.diskCaptures(ctx, js, logf, s.Warc.CompactEvery > 0)
+}
+
+// diskCaptures opens a captures store of its own under data_dir (the
+// first free of captures, captures.1, …) over the captures' log and
+// snapshots; with compact, it compacts the log.
+func (s settings) diskCaptures(ctx context.Context, js jetstream.JetStream, logf func(string, ...any), compact bool) (*captures.Disk, error) {
+	topo := s.Frontier.Topology()
+	log, err := frontier.OpenStoreLog(ctx, js, topo, captures.StoreName)
 	if err != nil {
 		return nil, err
 	}
-	return captures.OpenDisk(ctx, filepath.Join(s.DataDir, "captures"), log, logf)
+	snaps, err := frontier.OpenStoreSnapshots(ctx, js, topo, captures.StoreName)
+	if err != nil {
+		return nil, err
+	}
+	o := urlstore.Options{Logf: logf, Snapshots: snaps, CompactEvery: s.Warc.CompactEvery}
+	return captures.OpenDisk(ctx, filepath.Join(s.DataDir, "captures"), log, o, compact)
 }
 
 // captureStore is a crawl's captures, read and written by the archive,

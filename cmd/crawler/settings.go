@@ -110,10 +110,11 @@ type crawlSettings struct {
 
 // warcSettings is the warc section: where and how fetched pages are kept.
 type warcSettings struct {
-	Dir         string       `yaml:"dir" help:"keep every fetch (pages, redirects, errors, robots.txt) as WARC/1.1 files in this directory, a CDXJ index beside each; pages are acknowledged only once written, and a directory that cannot be written stops the crawl; each run may use a new one (the crawl records every directory it wrote and revisits against all of them); empty: keep nothing"`
-	MaxFileSize config.Bytes `yaml:"max_file_size" help:"size at which a WARC file is closed and the next begun"`
-	Prefix      string       `yaml:"prefix" help:"start of every WARC file name: <prefix>-<17-digit UTC time>-<serial>-<crawler id>.warc.gz"`
-	Captures    string       `yaml:"captures" help:"where each crawl's last capture of every URL is kept for revisits: disk (on disk under data_dir/captures, bounded memory, shared by every crawler through the NATS stream <PREFIX>_STORE), redis (redis.url: ~1 KB of RAM per URL) or bucket (a JetStream bucket: an in-memory entry per URL in NATS); redis and bucket are what earlier versions used"`
+	Dir          string        `yaml:"dir" help:"keep every fetch (pages, redirects, errors, robots.txt) as WARC/1.1 files in this directory, a CDXJ index beside each; pages are acknowledged only once written, and a directory that cannot be written stops the crawl; each run may use a new one (the crawl records every directory it wrote and revisits against all of them); empty: keep nothing"`
+	MaxFileSize  config.Bytes  `yaml:"max_file_size" help:"size at which a WARC file is closed and the next begun"`
+	Prefix       string        `yaml:"prefix" help:"start of every WARC file name: <prefix>-<17-digit UTC time>-<serial>-<crawler id>.warc.gz"`
+	Captures     string        `yaml:"captures" help:"where each crawl's last capture of every URL is kept for revisits: disk (on disk under data_dir/captures, bounded memory, shared by every crawler through the NATS stream <PREFIX>_STORE), redis (redis.url: ~1 KB of RAM per URL) or bucket (a JetStream bucket: an in-memory entry per URL in NATS); redis and bucket are what earlier versions used"`
+	CompactEvery time.Duration `yaml:"compact_every" help:"with captures disk, how often an archiving crawler may snapshot the captures' index into NATS (<PREFIX>_STORE_SNAP) and trim the captures' log below the previous snapshot: once the log written since the last snapshot is as large as it, so that revisits do not grow the log without end and a new crawler starts from the snapshot; a crawler stopped for longer restores from it. 0: this crawler never compacts (if none does, the log keeps every capture)"`
 }
 
 func defaultSettings() settings {
@@ -144,7 +145,7 @@ func defaultSettings() settings {
 			LeaseTTL:        15 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
 		},
-		Warc:        warcSettings{MaxFileSize: warc.DefaultMaxFileSize, Prefix: "sieve", Captures: "disk"},
+		Warc:        warcSettings{MaxFileSize: warc.DefaultMaxFileSize, Prefix: "sieve", Captures: "disk", CompactEvery: time.Hour},
 		DataDir:     "sieve-data",
 		Progress:    "auto",
 		URLFrontier: defaultURLFrontier(),
@@ -195,6 +196,9 @@ func (s settings) validate() error {
 		}
 	default:
 		bad("warc.captures", "want disk, redis or bucket, got "+s.Warc.Captures)
+	}
+	if s.Warc.CompactEvery != 0 && s.Warc.CompactEvery < time.Minute {
+		bad("warc.compact_every", "must be 0 (never) or at least 1m: a crawler that lags longer must restore")
 	}
 	if s.Warc.Captures == "disk" && s.DataDir == "" {
 		bad("data_dir", "must be set to keep captures on disk (warc.captures disk)")

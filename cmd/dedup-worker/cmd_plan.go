@@ -294,6 +294,7 @@ type systemPlan struct {
 	CrawlerRAM           uint64 // each archiving crawler's captures store
 	CapturesIndex        uint64 // each archiving crawler's captures index
 	CapturesLog          uint64 // the captures' log, a replica
+	CapturesSnapshot     uint64 // the captures' index snapshot, a replica
 
 	// Nodes is how many nodes of NodeMemory and NodeDisk the deployment
 	// takes, each running a serve, an archiving crawler and a NATS server,
@@ -312,14 +313,15 @@ type systemPlan struct {
 func planSystem(so systemOptions, p dedup.FilterPlan) systemPlan {
 	n := uint64(so.URLs)
 	s := systemPlan{systemOptions: so, Filter: p,
-		ServeRAM:       urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(so.Queues),
-		ServeIndex:     urlfrontier.DiskIndexBytesPerURL * n,
-		QueuesLog:      urlfrontier.DiskLogBytesPerURL * n,
-		QueuesSnapshot: urlfrontier.DiskIndexBytesPerURL * n,
-		Stream:         frontier.StreamBytesPerURL * uint64(so.Waiting),
-		CrawlerRAM:     captures.DiskRAMBytesFixed,
-		CapturesIndex:  captures.DiskIndexBytesPerURL * n,
-		CapturesLog:    captures.DiskLogBytesPerURL * n,
+		ServeRAM:         urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(so.Queues),
+		ServeIndex:       urlfrontier.DiskIndexBytesPerURL * n,
+		QueuesLog:        urlfrontier.DiskLogBytesPerURL * n,
+		QueuesSnapshot:   urlfrontier.DiskIndexBytesPerURL * n,
+		Stream:           frontier.StreamBytesPerURL * uint64(so.Waiting),
+		CrawlerRAM:       captures.DiskRAMBytesFixed,
+		CapturesIndex:    captures.DiskIndexBytesPerURL * n,
+		CapturesLog:      captures.DiskLogBytesPerURL * n,
+		CapturesSnapshot: captures.DiskIndexBytesPerURL * n,
 	}
 	if so.NodeMemory == 0 && so.NodeDisk == 0 {
 		return s
@@ -370,8 +372,10 @@ func planSystem(so systemOptions, p dedup.FilterPlan) systemPlan {
 }
 
 // stores is a replica of the stores' stream and snapshots: the queues'
-// and the captures' logs, the queues' snapshot.
-func (s systemPlan) stores() uint64 { return s.QueuesLog + s.QueuesSnapshot + s.CapturesLog }
+// and the captures' logs and snapshots.
+func (s systemPlan) stores() uint64 {
+	return s.QueuesLog + s.QueuesSnapshot + s.CapturesLog + s.CapturesSnapshot
+}
 
 // nodeFixed is what every node of a deployment holds whatever their
 // number: a serve and an archiving crawler, in RAM and with their indexes.
@@ -419,7 +423,9 @@ func printSystem(w io.Writer, s systemPlan) {
 	row("archiving crawler's captures", s.CrawlerRAM, s.CapturesIndex, 0,
 		fmt.Sprintf("captures (TestCaptureCost): RAM fixed; index %d B a URL", captures.DiskIndexBytesPerURL))
 	row("captures' log (stores' stream)", 0, 0, s.CapturesLog,
-		fmt.Sprintf("captures (TestCaptureCost): %d B a URL", captures.DiskLogBytesPerURL))
+		fmt.Sprintf("captures (TestCaptureCost): %d B a capture, one a URL (revisits add more, compacted to about two snapshots' worth)", captures.DiskLogBytesPerURL))
+	row("captures' snapshot (<PREFIX>_STORE_SNAP)", 0, 0, s.CapturesSnapshot,
+		"a copy of a crawler's captures index, what a new crawler starts from")
 	tw.Flush()
 
 	fixedRAM, fixedDisk := s.nodeFixed()

@@ -95,10 +95,10 @@ func TestPlanCommand(t *testing.T) {
 // systemCosts are the whole system's figures for a crawl, computed here
 // from the packages' cost constants as the table must print them.
 type systemCosts struct {
-	serveRAM, serveIndex, queuesLog, queuesSnap, stream uint64
-	crawlerRAM, capturesIndex, capturesLog              uint64
-	fixedRAM, fixedDisk, stores, replicas               uint64 // a node's serve and crawler; a replica of the stores' stream
-	shard, shards, redisBytes, memoryBytes              uint64 // the filter's, from its plan
+	serveRAM, serveIndex, queuesLog, queuesSnap, stream  uint64
+	crawlerRAM, capturesIndex, capturesLog, capturesSnap uint64
+	fixedRAM, fixedDisk, stores, replicas                uint64 // a node's serve and crawler; a replica of the stores' stream
+	shard, shards, redisBytes, memoryBytes               uint64 // the filter's, from its plan
 }
 
 func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) systemCosts {
@@ -117,6 +117,7 @@ func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) system
 		crawlerRAM:    captures.DiskRAMBytesFixed,
 		capturesIndex: captures.DiskIndexBytesPerURL * n,
 		capturesLog:   captures.DiskLogBytesPerURL * n,
+		capturesSnap:  captures.DiskIndexBytesPerURL * n,
 		replicas:      uint64(replicas),
 		shard:         p.Redis.ShardBytes,
 		shards:        uint64(p.Redis.Shards * p.Generations),
@@ -124,7 +125,7 @@ func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) system
 		memoryBytes:   p.Memory.Bytes,
 	}
 	c.fixedRAM, c.fixedDisk = c.serveRAM+c.crawlerRAM, c.serveIndex+c.capturesIndex
-	c.stores = c.queuesLog + c.queuesSnap + c.capturesLog
+	c.stores = c.queuesLog + c.queuesSnap + c.capturesLog + c.capturesSnap
 	return c
 }
 
@@ -228,14 +229,15 @@ func TestPlanWholeSystem(t *testing.T) {
 				t.Fatalf("%v: no whole system's table for %s URLs, %s queues, %s waiting:\n%s", args, num(tt.urls), num(tt.queues), num(tt.waiting), out)
 			}
 			rows := map[string][]string{
-				"filter (bloom), in Redis":               cells(c.redisBytes, 0, 0),
-				"filter (bloom), in memory":              cells(c.memoryBytes, c.memoryBytes, 0),
-				"crawler serve (URLFrontier API)":        cells(c.serveRAM, c.serveIndex, 0),
-				"queues' log (stores' stream)":           cells(0, 0, c.queuesLog),
-				"queues' snapshot (<PREFIX>_STORE_SNAP)": cells(0, 0, c.queuesSnap),
-				"frontier stream (native path)":          cells(0, 0, c.stream),
-				"archiving crawler's captures":           cells(c.crawlerRAM, c.capturesIndex, 0),
-				"captures' log (stores' stream)":         cells(0, 0, c.capturesLog),
+				"filter (bloom), in Redis":                 cells(c.redisBytes, 0, 0),
+				"filter (bloom), in memory":                cells(c.memoryBytes, c.memoryBytes, 0),
+				"crawler serve (URLFrontier API)":          cells(c.serveRAM, c.serveIndex, 0),
+				"queues' log (stores' stream)":             cells(0, 0, c.queuesLog),
+				"queues' snapshot (<PREFIX>_STORE_SNAP)":   cells(0, 0, c.queuesSnap),
+				"frontier stream (native path)":            cells(0, 0, c.stream),
+				"archiving crawler's captures":             cells(c.crawlerRAM, c.capturesIndex, 0),
+				"captures' log (stores' stream)":           cells(0, 0, c.capturesLog),
+				"captures' snapshot (<PREFIX>_STORE_SNAP)": cells(0, 0, c.capturesSnap),
 			}
 			for name, want := range rows {
 				var got []string
