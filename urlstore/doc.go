@@ -29,7 +29,12 @@
 //     its position: a restart applies what was written since, whatever the
 //     size of the state (TestRestartReadsOnlyTheTail). A store opened in an
 //     empty directory, as on a machine that lost its disk, rebuilds
-//     everything from the log, reporting its progress.
+//     everything from the log, reporting its progress, or, with
+//     Options.Snapshots, restores the current snapshot and reads the
+//     log's tail.
+//   - The log is compacted (Compact): once a period, the entries below
+//     the previous snapshot's points are trimmed, so the log holds about
+//     two periods of work rather than every write ever made.
 //   - An entry that does not decode is skipped by every store alike, and
 //     counted (Stats.Bad); a write is checked before it is appended.
 //
