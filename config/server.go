@@ -129,29 +129,3 @@ func (h HTTP) Web() (tls, users bool, err error) {
 	}
 	return c.TLS["cert_file"] != nil || c.TLS["cert"] != nil, len(c.Users) > 0, nil
 }
-
-// PageURL is the base URL (ending in "/") at which a command on this
-// machine reaches the HTTP surface that these settings serve: https when
-// web_config_file configures TLS, the host of Addr, or loopback when Addr
-// listens on every interface (":8080", "0.0.0.0:8080", "[::]:8080").
-func (h HTTP) PageURL() (string, error) {
-	if h.Addr == "" {
-		return "", &FieldError{Field: "http.addr", Err: errors.New("empty: this process serves no HTTP surface")}
-	}
-	host, port, err := net.SplitHostPort(h.Addr)
-	if err != nil {
-		return "", &FieldError{Field: "http.addr", Err: err}
-	}
-	if host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	tls, _, err := h.Web()
-	if err != nil {
-		return "", err
-	}
-	scheme := "http"
-	if tls {
-		scheme = "https"
-	}
-	return scheme + "://" + net.JoinHostPort(host, port) + "/", nil
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sievecrawl/sieve/auth"
+	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
 	"github.com/sievecrawl/sieve/pipeline"
 )
@@ -218,11 +219,32 @@ func (s *Server) URL() string {
 
 // pageURL is PageURL, https when the web configuration enables TLS.
 func (s *Server) pageURL(addr net.Addr) string {
-	u := PageURL(addr.String())
-	if s.opts.TLS || s.web.TLS() {
-		u = "https" + u[len("http"):]
+	return withTLS(PageURL(addr.String()), s.opts.TLS || s.web.TLS())
+}
+
+// withTLS is page URL u, over https if tls.
+func withTLS(u string, tls bool) string {
+	if tls {
+		return "https" + u[len("http"):]
 	}
 	return u
+}
+
+// LocalPageURL is the base URL at which a command on this machine reaches
+// the surface that the settings h serve: PageURL of http.addr, https when
+// http.web_config_file sets TLS.
+func LocalPageURL(h config.HTTP) (string, error) {
+	if h.Addr == "" {
+		return "", &config.FieldError{Field: "http.addr", Err: errors.New("empty: this process serves no HTTP surface")}
+	}
+	if _, _, err := net.SplitHostPort(h.Addr); err != nil {
+		return "", &config.FieldError{Field: "http.addr", Err: err}
+	}
+	tls, _, err := h.Web()
+	if err != nil {
+		return "", err
+	}
+	return withTLS(PageURL(h.Addr), tls), nil
 }
 
 // PageURL turns a listen address into the URL of its page.

@@ -167,7 +167,7 @@ func (s settings) captureReader(ctx context.Context, js jetstream.JetStream, rdb
 		if m, _, err := snaps.Manifest(ctx); err != nil {
 			return nil, nil, err
 		} else if len(m) > 0 {
-			d, err := s.diskCaptures(ctx, js, nil, false)
+			d, err := s.diskCaptures(ctx, js, snaps, nil, false)
 			if err != nil {
 				return nil, nil, err
 			}

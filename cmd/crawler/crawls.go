@@ -160,19 +160,18 @@ func (s settings) crawlerCaptures(ctx context.Context, js jetstream.JetStream, r
 	if s.Warc.Captures != "disk" {
 		return s.captureStore(ctx, js, rdb)
 	}
-	return s.diskCaptures(ctx, js, logf, s.Warc.CompactEvery > 0)
+	snaps, err := frontier.OpenStoreSnapshots(ctx, js, s.Frontier.Topology(), captures.StoreName)
+	if err != nil {
+		return nil, err
+	}
+	return s.diskCaptures(ctx, js, snaps, logf, s.Warc.CompactEvery > 0)
 }
 
 // diskCaptures opens a captures store of its own under data_dir (the
 // first free of captures, captures.1, …) over the captures' log and
-// snapshots; with compact, it compacts the log.
-func (s settings) diskCaptures(ctx context.Context, js jetstream.JetStream, logf func(string, ...any), compact bool) (*captures.Disk, error) {
-	topo := s.Frontier.Topology()
-	log, err := frontier.OpenStoreLog(ctx, js, topo, captures.StoreName)
-	if err != nil {
-		return nil, err
-	}
-	snaps, err := frontier.OpenStoreSnapshots(ctx, js, topo, captures.StoreName)
+// snaps; with compact, it compacts the log.
+func (s settings) diskCaptures(ctx context.Context, js jetstream.JetStream, snaps urlstore.Snapshots, logf func(string, ...any), compact bool) (*captures.Disk, error) {
+	log, err := frontier.OpenStoreLog(ctx, js, s.Frontier.Topology(), captures.StoreName)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -162,11 +162,11 @@ func healthCommand(ctx context.Context, s settings, live bool, stdout io.Writer)
 	if err != nil {
 		return err
 	}
-	page, err := s.HTTP.PageURL()
+	page, err := watch.LocalPageURL(s.HTTP)
 	if err != nil {
 		return err
 	}
-	if strings.HasSuffix(page, ":0/") {
+	if _, port, _ := net.SplitHostPort(s.HTTP.Addr); port == "0" {
 		if page = c.RunningURL(ctx, s.DataDir); page == "" {
 			return fmt.Errorf("http.addr %s picks a port at start, and no crawl runs in %s (data_dir) to say which", s.HTTP.Addr, s.DataDir)
 		}

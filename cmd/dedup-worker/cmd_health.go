@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sievecrawl/sieve/config"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 func healthFlags(fs *flag.FlagSet) {
@@ -27,7 +28,7 @@ func cmdHealth(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config)
 
 // probe asks the HTTP surface of cfg's http.addr for its health.
 func probe(ctx context.Context, cfg *config.Config, live bool) error {
-	page, err := cfg.HTTP.PageURL()
+	page, err := watch.LocalPageURL(cfg.HTTP)
 	if err != nil {
 		return err
 	}

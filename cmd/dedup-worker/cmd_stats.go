@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-
 	"strings"
 	"time"
 
@@ -80,7 +79,7 @@ func cmdStats(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) 
 	if url == "" && !cfg.Redis.Enabled() && crawl == "" && flagValue(fs, "data-dir") == "" {
 		// The running worker's /stats (http or https, as it serves), else
 		// its snapshot file.
-		page, err := cfg.HTTP.PageURL()
+		page, err := watch.LocalPageURL(cfg.HTTP)
 		if err != nil && cfg.Filter.Snapshot == "" {
 			fmt.Fprintf(e.stderr, "dedup-worker stats: in memory mode the stats live in the running worker: %v\n", err)
 			return exitFail
