@@ -420,16 +420,37 @@ func (s *crawlFilters) readyFilters() map[string]*crawlFilter {
 // crawl, must not come back) once no batch uses it. Before, a deleted
 // crawl's filter stayed open until it had been idle for IdleFilter, and a
 // crawl created again meanwhile under the same id found its URLs seen.
+//
+// An in-memory filter's saves stop before forget returns, a save under way
+// included (the loop may have taken the filter before it was dropped):
+// after that its file is never written again, so a delete that drops the
+// filter before removing the file removes it for good. A filter being
+// closed as idle is waited for: its last save is then behind it.
 func (s *crawlFilters) forget(id string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e := s.open[id]
-	if e == nil || e.closing != nil {
+	for e != nil && e.closing != nil {
+		closing := e.closing
+		s.mu.Unlock()
+		<-closing
+		s.mu.Lock()
+		e = s.open[id] // gone once closed, or open again if its save failed
+	}
+	if e == nil {
+		s.mu.Unlock()
 		return
 	}
 	delete(s.open, id)
 	delete(s.closed, id)
 	s.dropped = append(s.dropped, e)
+	s.mu.Unlock()
+	select {
+	case <-e.ready: // e.snap is set
+		if e.snap != nil {
+			e.snap.stop()
+		}
+	default: // opening: not in the loop's hands yet, and never will be
+	}
 	s.log.Info("crawl deleted: its filter is dropped", "crawl", id)
 }
 

@@ -43,7 +43,8 @@ type snapshotter struct {
 	f   dedup.Filter
 	log *slog.Logger
 
-	saveMu sync.Mutex // one save at a time
+	saveMu  sync.Mutex // one save at a time
+	stopped bool       // under saveMu: the crawl was deleted, never write again
 
 	mu      sync.Mutex
 	st      SnapshotStatus
@@ -82,11 +83,23 @@ func (s *snapshotter) tick(ctx context.Context, now time.Time) {
 // final saves at the end, unless the file already holds everything.
 func (s *snapshotter) final(ctx context.Context) error { return s.save(ctx) }
 
+// stop ends the saves for good, waiting for one under way: the crawl was
+// deleted, and a save that finished after its file was removed would bring
+// its URLs back to a crawl created again under its id.
+func (s *snapshotter) stop() {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	s.stopped = true
+}
+
 // save writes the file if the filter holds URLs it does not, and records
-// the outcome.
+// the outcome; once stopped, it writes nothing.
 func (s *snapshotter) save(ctx context.Context) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
+	if s.stopped {
+		return nil
+	}
 	st, err := s.f.Stats(ctx)
 	if err != nil {
 		return s.done(0, 0, err)

@@ -1,17 +1,20 @@
 package urlfrontier_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sievecrawl/sieve/urlfrontier"
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 )
 
@@ -339,5 +342,45 @@ func TestCompletedCounted(t *testing.T) {
 			t.Errorf("after %s: completed %d, CountURLs %d, listed %d; want %d, %d, %d", s.name,
 				st.GetCounts()["completed"], c.GetValue(), listed, s.completed, s.all, s.all)
 		}
+	}
+}
+
+// TestDeleteCrawlForgetsFirst: DeleteCrawl drops what the process keeps
+// open of the crawl (its dedup filter) while the crawl still exists, so
+// that nothing of it is saved once the delete removed its files, and again
+// once deleted; a URL put again after the delete is new. Upstream's
+// DumpURLsTest (delete, then put) lost such a URL when an in-memory
+// filter's save landed after the delete had removed its snapshot file.
+func TestDeleteCrawlForgetsFirst(t *testing.T) {
+	var mu sync.Mutex
+	var existed []bool // per Forget: whether the crawl's record was there
+	n := newEnv(t).start("n1", func(o *urlfrontier.Options) {
+		sc := o.Crawls.(urlfrontier.StoreCrawls)
+		forget := sc.Forget
+		sc.Forget = func(id string) {
+			_, err := sc.Registry.Get(context.Background(), id)
+			mu.Lock()
+			existed = append(existed, err == nil)
+			mu.Unlock()
+			forget(id)
+		}
+		o.Crawls = sc
+	})
+	ctx := ctxT(t)
+	const u = "https://bespoke.example/"
+	if st := n.put(t, disc("BESPOKE", u, "")); st[u] != pb.AckMessage_OK {
+		t.Fatalf("first put: %v", st)
+	}
+	if _, err := n.client.DeleteCrawl(ctx, &pb.DeleteCrawlMessage{Value: "BESPOKE"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(existed)
+	mu.Unlock()
+	if !slices.Equal(got, []bool{true, false}) {
+		t.Errorf("Forget called with the crawl existing: %v, want [true false] (before the delete, and after)", got)
+	}
+	if st := n.put(t, disc("BESPOKE", u, "")); st[u] != pb.AckMessage_OK {
+		t.Errorf("the URL put again after the delete: %v, want OK", st)
 	}
 }
