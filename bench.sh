@@ -61,9 +61,9 @@ compact() { run "Compaction of a per-URL store's log: 1 M records rewritten each
 # queues, the process's RSS and data directory per queued URL, SIGTERM stop
 # and restart and SIGKILL restart times until GetStats shows every URL, the
 # GetURLs + known-update rate), and the dedup pipeline's admitted URLs/s at
-# the size (one worker, its filter in redis-server, embedded NATS; median of
-# 3 rounds of 200,000 new URLs after a fill to the size, goal at 20 M: at
-# least 0.9 × its rate at 1 M) with the fill's rate, the frontier's bytes
+# the size (one worker, its filter in redis-server, embedded NATS, the crawl
+# created for the largest size; median of 3 rounds of 200,000 new URLs after
+# a fill to the size, goal at 20 M: at least 0.9 × its rate at 1 M) with the fill's rate, the frontier's bytes
 # and Redis's used_memory per URL and the process's RSS; its frontier keeps
 # message IDs for 1 minute, not 10. Sizes accept k and M: ./bench.sh scale 1M 5M 20M.
 scale() {
