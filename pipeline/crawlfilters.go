@@ -426,7 +426,7 @@ func (s *crawlFilters) readyFilters() map[string]*crawlFilter {
 // after that its file is never written again, so a delete that drops the
 // filter before removing the file removes it for good. A filter being
 // closed as idle is waited for: its last save is then behind it.
-func (s *crawlFilters) forget(id string) {
+func (s *crawlFilters) forget(id string) *crawlFilter {
 	s.mu.Lock()
 	e := s.open[id]
 	for e != nil && e.closing != nil {
@@ -438,7 +438,7 @@ func (s *crawlFilters) forget(id string) {
 	}
 	if e == nil {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	delete(s.open, id)
 	delete(s.closed, id)
@@ -450,8 +450,66 @@ func (s *crawlFilters) forget(id string) {
 			e.snap.stop()
 		}
 	default: // opening: not in the loop's hands yet, and never will be
+		e = nil
 	}
 	s.log.Info("crawl deleted: its filter is dropped", "crawl", id)
+	return e
+}
+
+// forgetDeleted is forget for a deletion the registry's watch reports,
+// which comes some time after the record went, from whichever process
+// deleted it:
+//   - by then the crawl may have been created again under its id and its
+//     new filter opened: a filter of the incarnation the registry holds
+//     now is kept;
+//   - the deleting command (delete-crawl, in another process) removed the
+//     in-memory filter's snapshot file, and a save may have written it
+//     again before the report came: once the dropped filter's saves have
+//     stopped, its file is removed if the crawl has no record, or one of
+//     another incarnation (no filter of which was open here to write it),
+//     so that a crawl created again does not open with the deleted one's
+//     URLs.
+//
+// When the registry cannot be read, the filter is dropped as forget does.
+func (s *crawlFilters) forgetDeleted(ctx context.Context, id string) {
+	reg, err := s.reg(ctx)
+	var rec frontier.CrawlRecord
+	if err == nil {
+		rec, err = reg.Get(ctx, id)
+	}
+	exists := err == nil
+	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
+		s.log.Warn("deleted crawl: its record could not be read; its filter is dropped", "crawl", id, "error", err)
+		s.forget(id)
+		return
+	}
+	if exists && rec.Incarnation != "" {
+		s.mu.Lock()
+		e := s.open[id]
+		kept := false
+		if e != nil {
+			select {
+			case <-e.ready: // opened: its incarnation is set
+				kept = e.err == nil && e.incarnation == rec.Incarnation
+			default: // opening: which incarnation it reads is not known yet
+			}
+		}
+		s.mu.Unlock()
+		if kept {
+			s.log.Debug("deleted crawl created again: its new filter is kept", "crawl", id)
+			return
+		}
+	}
+	e := s.forget(id)
+	if e == nil || e.snap == nil || (exists && (rec.Incarnation == "" || rec.Incarnation == e.incarnation)) {
+		return
+	}
+	switch err := os.Remove(e.cfg.Snapshot); {
+	case err == nil:
+		s.log.Info("deleted crawl: its snapshot, saved again after the delete, is removed", "crawl", id, "path", e.cfg.Snapshot)
+	case !errors.Is(err, fs.ErrNotExist):
+		s.log.Error("deleted crawl: its snapshot could not be removed", "crawl", id, "path", e.cfg.Snapshot, "error", err)
+	}
 }
 
 // closeDropped closes, unsaved, the dropped filters no batch uses any more.

@@ -79,3 +79,113 @@ func TestForgetStopsSaves(t *testing.T) {
 		})
 	}
 }
+
+// TestForgetDeleted: the registry's report of a deletion, which comes after
+// the record went, drops a filter of the deleted incarnation and removes
+// the snapshot file a save wrote again after the deleting command (in
+// another process) had removed it; a filter of the crawl created again
+// meanwhile (a new incarnation) is kept, file and all.
+func TestForgetDeleted(t *testing.T) {
+	nsrv := natstest.Start(t, natstest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reg, err := frontier.OpenCrawls(ctx, nsrv.JetStream(), frontier.Topology{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(incarnation string) {
+		t.Helper()
+		if _, err := reg.Update(ctx, "d", func(rec *frontier.CrawlRecord) (bool, error) {
+			rec.Incarnation, rec.Created = incarnation, time.Now().UTC()
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default().Filter
+	cfg.Capacity = 10_000
+	cfg.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
+	cfg.SnapshotInterval = time.Millisecond
+	s := newCrawlFilters(cfg, nil, "test", time.Hour, slog.New(slog.DiscardHandler),
+		func(context.Context) (*frontier.Crawls, error) { return reg, nil })
+	// open returns crawl d's filter, one URL added and saved, as the loop
+	// holds it.
+	open := func(u string) *crawlFilter {
+		t.Helper()
+		f, release, err := s.Acquire(ctx, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		if _, err := f.TestAndAdd(ctx, [][]byte{[]byte(u)}); err != nil {
+			t.Fatal(err)
+		}
+		e := s.readyFilters()["d"]
+		if err := e.snap.save(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	exists := func(path string) bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}
+
+	create("one")
+	old := open("https://d.example/old")
+	// delete-crawl in another process: the file, then the record.
+	if err := os.Remove(old.cfg.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Delete(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.f.TestAndAdd(ctx, [][]byte{[]byte("https://d.example/late")}); err != nil {
+		t.Fatal(err)
+	}
+	old.snap.tick(ctx, time.Now().Add(time.Hour)) // a save before the report
+	if !exists(old.cfg.Snapshot) {
+		t.Fatal("the late save wrote no file: the test plays nothing")
+	}
+	s.forgetDeleted(ctx, "d")
+	if exists(old.cfg.Snapshot) {
+		t.Errorf("the deleted crawl's snapshot, saved again after the delete, is still there")
+	}
+	if s.readyFilters()["d"] != nil {
+		t.Errorf("the deleted crawl's filter is still open")
+	}
+
+	// Deleted and created again before the report of the deletion comes.
+	create("two")
+	renewed := open("https://d.example/new")
+	if err := os.Remove(renewed.cfg.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Delete(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	create("three")
+	fresh := open("https://d.example/fresh") // still the "two" filter, saved again: nothing dropped it
+	if fresh != renewed || !exists(fresh.cfg.Snapshot) {
+		t.Fatal("a second filter opened for crawl d, or the first saved nothing")
+	}
+	s.forgetDeleted(ctx, "d") // the incarnation "two" is gone: dropped, its file removed
+	if s.readyFilters()["d"] != nil {
+		t.Fatal("a filter of a deleted incarnation is still open")
+	}
+	if exists(fresh.cfg.Snapshot) {
+		t.Fatal("the deleted incarnation's snapshot is still there for the crawl created again")
+	}
+	current := open("https://d.example/current") // opened for "three"
+	if current.incarnation != "three" {
+		t.Fatalf("the filter opened after the re-creation has incarnation %q, want three", current.incarnation)
+	}
+	if seen, err := current.f.Contains(ctx, [][]byte{[]byte("https://d.example/fresh")}); err != nil || seen[0] {
+		t.Fatalf("the crawl created again has the deleted incarnation's URL: %v, %v", seen, err)
+	}
+	s.forgetDeleted(ctx, "d") // a late report of the same deletion
+	if s.readyFilters()["d"] != current || !exists(current.cfg.Snapshot) {
+		t.Errorf("the filter of the crawl created again, or its file, went with a late report of the deletion")
+	}
+	s.closeDropped()
+}

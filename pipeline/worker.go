@@ -255,7 +255,7 @@ func (w *Worker) watchDeletes(ctx context.Context) {
 		reg, err := w.registry(ctx)
 		if err == nil {
 			err = reg.WatchDeletes(ctx, func(id string) {
-				w.filters.forget(id)
+				w.filters.forgetDeleted(ctx, id)
 				if fw := w.worker.Load(); fw != nil {
 					fw.ForgetCrawl(id)
 				}
