@@ -15,6 +15,24 @@ import (
 	"github.com/sievecrawl/sieve/natstest"
 )
 
+// testCrawlFilters returns in-memory crawl filters saved every millisecond
+// beside a temporary seen.bloom, and their registry on a NATS server of
+// the test's own.
+func testCrawlFilters(t *testing.T, ctx context.Context) (*crawlFilters, *frontier.Crawls) {
+	t.Helper()
+	nsrv := natstest.Start(t, natstest.Options{})
+	reg, err := frontier.OpenCrawls(ctx, nsrv.JetStream(), frontier.Topology{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Filter
+	cfg.Capacity = 10_000
+	cfg.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
+	cfg.SnapshotInterval = time.Millisecond
+	return newCrawlFilters(cfg, nil, "test", time.Hour, slog.New(slog.DiscardHandler),
+		func(context.Context) (*frontier.Crawls, error) { return reg, nil }), reg
+}
+
 // TestForgetStopsSaves: a deleted crawl's in-memory filter never writes
 // its snapshot file once forget has returned, not even from a save the loop
 // began with the filter in hand before forget dropped it. Before, that save
@@ -24,19 +42,9 @@ import (
 // reference's DumpURLsTest in about 40). The loop's late save is played
 // here by ticking the filter it took, after forget and the file's removal.
 func TestForgetStopsSaves(t *testing.T) {
-	nsrv := natstest.Start(t, natstest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reg, err := frontier.OpenCrawls(ctx, nsrv.JetStream(), frontier.Topology{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Default().Filter
-	cfg.Capacity = 10_000
-	cfg.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
-	cfg.SnapshotInterval = time.Millisecond
-	s := newCrawlFilters(cfg, nil, "test", time.Hour, slog.New(slog.DiscardHandler),
-		func(context.Context) (*frontier.Crawls, error) { return reg, nil })
+	s, _ := testCrawlFilters(t, ctx)
 
 	for _, tc := range []struct {
 		name  string
@@ -86,13 +94,9 @@ func TestForgetStopsSaves(t *testing.T) {
 // another process) had removed it; a filter of the crawl created again
 // meanwhile (a new incarnation) is kept, file and all.
 func TestForgetDeleted(t *testing.T) {
-	nsrv := natstest.Start(t, natstest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reg, err := frontier.OpenCrawls(ctx, nsrv.JetStream(), frontier.Topology{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, reg := testCrawlFilters(t, ctx)
 	create := func(incarnation string) {
 		t.Helper()
 		if _, err := reg.Update(ctx, "d", func(rec *frontier.CrawlRecord) (bool, error) {
@@ -102,12 +106,6 @@ func TestForgetDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := config.Default().Filter
-	cfg.Capacity = 10_000
-	cfg.Snapshot = filepath.Join(t.TempDir(), "seen.bloom")
-	cfg.SnapshotInterval = time.Millisecond
-	s := newCrawlFilters(cfg, nil, "test", time.Hour, slog.New(slog.DiscardHandler),
-		func(context.Context) (*frontier.Crawls, error) { return reg, nil })
 	// open returns crawl d's filter, one URL added and saved, as the loop
 	// holds it.
 	open := func(u string) *crawlFilter {
