@@ -253,6 +253,10 @@ func (s *Server) compactLoop(ctx context.Context) {
 // snapshot), nil while it follows: a readiness check.
 func (s *Server) Err() error { return s.q.st.Err() }
 
+// Stopped is closed once the queues' index stops following their log: at
+// Close, or when it fell behind the log's trims (then Err says so).
+func (s *Server) Stopped() <-chan struct{} { return s.q.st.Stopped() }
+
 func (s *Server) removeTmp() {
 	if s.tmp != "" {
 		os.RemoveAll(s.tmp)

@@ -219,6 +219,11 @@ func TestCompactStaleFollower(t *testing.T) {
 	if err := slow.WaitReady(ctx); !errors.Is(err, ErrStale) || !errors.Is(slow.Err(), ErrStale) {
 		t.Errorf("a follower behind the trims: WaitReady = %v, Err = %v; want ErrStale", err, slow.Err())
 	}
+	select {
+	case <-slow.Stopped(): // what serve waits on to exit
+	case <-ctx.Done():
+		t.Errorf("a follower behind the trims: Stopped not closed")
+	}
 }
 
 // TestCompactWithoutSnapshots: a store without Snapshots never trims.

@@ -580,6 +580,10 @@ func (s *Store) WaitReady(ctx context.Context) error {
 	}
 }
 
+// Stopped is closed once the follower stops: at Close, or when it fell
+// behind what the log trims (then Err is ErrStale).
+func (s *Store) Stopped() <-chan struct{} { return s.done }
+
 // Err is ErrStale once the follower stopped behind what the log trims
 // (Compact): the index no longer follows the log; nil otherwise.
 func (s *Store) Err() error {

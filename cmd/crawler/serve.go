@@ -132,20 +132,13 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	// A queues' index that fell behind the log's trims cannot be made
 	// current from the log: serve stops, and started again (as compose and
 	// systemd do) restores it from the snapshot.
-	stale := time.NewTicker(time.Second)
-	defer stale.Stop()
-	for running := true; running; {
-		select {
-		case <-ctx.Done():
-			running = false
-		case err := <-served:
-			return fmt.Errorf("urlfrontier: %w", err)
-		case <-stale.C:
-			if err := srv.Err(); err != nil {
-				g.Stop()
-				return fmt.Errorf("urlfrontier: %w", err)
-			}
-		}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("urlfrontier: %w", err)
+	case <-srv.Stopped():
+		g.Stop()
+		return fmt.Errorf("urlfrontier: the queues' index stopped following their log: %w", srv.Err())
 	}
 	// Finish the calls in hand for a while, then cut the streams.
 	stopped := make(chan struct{})
