@@ -124,14 +124,7 @@ func costOf(t *testing.T, n int, redisPer float64) {
 	if err := m.flushAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(t.Context(), frontier.Topology{}.StoreStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := storeStreamInfo(t, js)
 	for d.Stats().Followed < info.State.LastSeq {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -150,9 +143,7 @@ func costOf(t *testing.T, n int, redisPer float64) {
 	t.Logf("idle: heap in use %d MB, pebble memtables %d MB, block cache %d MB", ms.HeapInuse>>20, pm.MemTable.Size>>20, pm.BlockCache.Size>>20)
 	disk := d.Stats().DiskBytes
 	natsDisk := dirBytes(t, srv.StoreDir)
-	if info, err = st.Info(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	info = storeStreamInfo(t, js)
 
 	var next atomic.Int64
 	var wg sync.WaitGroup

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/urlstore"
@@ -201,14 +203,7 @@ func TestDiskCompacts(t *testing.T) {
 		}
 		clock.Add(1)
 	}
-	st, err := js.Stream(t.Context(), frontier.Topology{}.StoreStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := storeStreamInfo(t, js)
 	// Rounds whose snapshot the ratio held back stay in the log longer,
 	// but the first two rounds are gone (but for a trim point in each of
 	// the two partitions, the host's and the digest's).
@@ -232,4 +227,18 @@ func TestDiskCompacts(t *testing.T) {
 	if _, ok, err := b.ByDigest(t.Context(), "c1", c.Digest); err != nil || !ok {
 		t.Errorf("restored ByDigest = %v, %v; want the first capture", ok, err)
 	}
+}
+
+// storeStreamInfo returns the stores' log stream's info.
+func storeStreamInfo(t *testing.T, js jetstream.JetStream) *jetstream.StreamInfo {
+	t.Helper()
+	st, err := js.Stream(t.Context(), frontier.Topology{}.StoreStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
 }
