@@ -6,9 +6,18 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 	"github.com/sievecrawl/sieve/urlstore"
 )
+
+// MaxLease is the longest lease GetURLs grants: a delay_requestable
+// beyond it is refused with INVALID_ARGUMENT. A day is far more than any
+// fetch takes, and short enough that URLs leased by a client that
+// vanished come back the next day.
+const MaxLease = 24 * time.Hour
 
 // GetURLs hands out ready URLs and streams them: up to max_urls_per_queue
 // from each of up to max_queues queues (0: no limit; Options.MaxHandOut in
@@ -27,7 +36,7 @@ import (
 // queue twice within its delay, a hand-out costs one log entry per
 // partition, and a lease that ends without an update makes the URL ready
 // again with no timer anywhere. Nothing is handed out while the node is
-// inactive.
+// inactive. A lease longer than MaxLease is refused.
 func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer) error {
 	ctx := stream.Context()
 	var crawls []string
@@ -41,12 +50,16 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	if err := keyArg(req.GetKey(), false); err != nil {
 		return err
 	}
-	if !s.isActive() {
-		return nil
-	}
 	lease := s.o.DefaultLease
 	if d := req.GetDelayRequestable(); d > 0 {
 		lease = time.Duration(d) * time.Second
+		if lease > MaxLease {
+			return status.Errorf(codes.InvalidArgument, "delay_requestable %d s: at most %d s (a day)", d,
+				int64(MaxLease/time.Second))
+		}
+	}
+	if !s.isActive() {
+		return nil
 	}
 	perQueue := int(req.GetMaxUrlsPerQueue())
 	now := s.now()

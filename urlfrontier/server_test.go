@@ -3,12 +3,15 @@ package urlfrontier_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -463,6 +466,16 @@ func TestBadInput(t *testing.T) {
 			_, err := n.client.BlockQueueUntil(ctx, &pb.BlockQueueParams{Key: "k", Time: 1_764_000_000_000_000})
 			return err
 		}, codes.InvalidArgument},
+		// Issue 39, item 9: the crawl role leased URLs for 136 years.
+		{"GetURLs leasing for more than MaxLease", func() error {
+			return drain(n.client.GetURLs(ctx, &pb.GetParams{DelayRequestable: uint32(urlfrontier.MaxLease/time.Second) + 1}))
+		}, codes.InvalidArgument},
+		{"GetURLs leasing for the most", func() error {
+			return drain(n.client.GetURLs(ctx, &pb.GetParams{DelayRequestable: uint32(urlfrontier.MaxLease / time.Second)}))
+		}, codes.OK},
+		{"GetURLs leasing for 136 years", func() error {
+			return drain(n.client.GetURLs(ctx, &pb.GetParams{DelayRequestable: math.MaxUint32}))
+		}, codes.InvalidArgument},
 		{"a batch over MaxBatch", func() error {
 			st, err := n.client.PutDiscovered(ctx)
 			if err != nil {
@@ -498,6 +511,18 @@ func TestBadInput(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// drain reads a server stream to its end: nil at io.EOF, else the error
+// that ended it.
+func drain[T any](st grpc.ServerStreamingClient[T], err error) error {
+	for err == nil {
+		_, err = st.Recv()
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
 
 // TestCloseLeaksNothing: Close ends the watches, the heartbeat and the
 // active flag's watch, and takes the node off the live ones.
