@@ -420,7 +420,7 @@ func (s *Server) SetLogLevel(_ context.Context, req *pb.LogLevelParams) (*pb.Emp
 func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*pb.URLItem, error) {
 	c := s.check(&pb.URLInfo{Url: req.GetUrl(), Key: req.GetKey(), CrawlID: req.GetCrawlID()})
 	if c.reason != "" {
-		return nil, status.Errorf(codes.InvalidArgument, "url %q: %s", req.GetUrl(), c.reason)
+		return nil, status.Errorf(codes.InvalidArgument, "url %s: %s", quoted(req.GetUrl()), c.reason)
 	}
 	if _, err := s.existing(ctx, req.GetCrawlID()); err != nil {
 		return nil, err
@@ -451,7 +451,7 @@ func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*p
 		return nil, errStatus(err)
 	}
 	if !held[0] {
-		return nil, status.Errorf(codes.NotFound, "%s is not known in crawl %s", c.url, c.crawl)
+		return nil, status.Errorf(codes.NotFound, "url %s is not known in crawl %s", quoted(c.url), c.crawl)
 	}
 	info := &pb.URLInfo{Url: c.url, Key: c.key, CrawlID: c.crawl}
 	return &pb.URLItem{ID: c.url, Item: &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: info}}}, nil

@@ -57,7 +57,19 @@ type node struct {
 	srv    *urlfrontier.Server
 	grpc   *grpc.Server
 	client pb.URLFrontierClient
+	addr   string
 	stop   func()
+}
+
+// dial opens another client of n, with opts; it is closed with the test.
+func (n *node) dial(tb testing.TB, opts ...grpc.DialOption) pb.URLFrontierClient {
+	tb.Helper()
+	conn, err := grpc.NewClient(n.addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return pb.NewURLFrontierClient(conn)
 }
 
 // start opens a server (a node named name) and serves it on loopback.
@@ -108,7 +120,7 @@ func (e *env) start(name string, tweak ...func(*urlfrontier.Options)) *node {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n := &node{srv: srv, grpc: g, client: pb.NewURLFrontierClient(conn)}
+	n := &node{srv: srv, grpc: g, client: pb.NewURLFrontierClient(conn), addr: lis.Addr().String()}
 	var once sync.Once
 	n.stop = func() {
 		once.Do(func() {

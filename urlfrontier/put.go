@@ -138,7 +138,7 @@ func (s *Server) PutDiscovered(stream pb.URLFrontier_PutDiscoveredServer) error 
 			case err != nil:
 				j.err = errStatus(err)
 			case len(b.GetItems()) > s.o.MaxBatch:
-				j.err = status.Errorf(codes.InvalidArgument, "batch %q has %d URLs: at most %d", b.GetID(), len(b.GetItems()), s.o.MaxBatch)
+				j.err = status.Errorf(codes.InvalidArgument, "batch %s has %d URLs: at most %d", quoted(b.GetID()), len(b.GetItems()), s.o.MaxBatch)
 			default:
 				go func() { j.done <- s.discover(ctx, b.GetItems()) }()
 			}

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -451,11 +453,30 @@ func errStatus(err error) error {
 	return status.Error(codes.Unavailable, err.Error())
 }
 
+// quoted is a client's string as a status message quotes it: at most
+// maxQuoted bytes of it, then its length. A status travels in the
+// response's trailers, and a client refuses trailers over its limit (16
+// KiB in gRPC's C core, Python's grpcio) and sees INTERNAL instead: a
+// 100 KB URL quoted whole hid its INVALID_ARGUMENT (issue 39).
+func quoted(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
+}
+
+// maxQuoted bounds what a status message quotes of a client's string.
+const maxQuoted = 256
+
 // crawlArg checks a crawl id given to a call.
 func crawlArg(id string) (string, error) {
 	c := crawlOf(id)
 	if !frontier.ValidCrawl(c) {
-		return "", status.Errorf(codes.InvalidArgument, "crawl id %q: want 1-64 of [A-Za-z0-9_-]", id)
+		return "", status.Errorf(codes.InvalidArgument, "crawl id %s: want 1-64 of [A-Za-z0-9_-]", quoted(id))
 	}
 	return c, nil
 }
