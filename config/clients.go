@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/auth"
@@ -300,10 +301,11 @@ func (n NATS) options(name string, d *natsDialer) ([]nats.Option, error) {
 		nats.SetCustomDialer(d),
 	}
 	if n.Creds != "" {
-		if _, err := os.Stat(n.Creds); err != nil {
+		o, err := credsOption(n.Creds)
+		if err != nil {
 			return nil, &FieldError{Field: "nats.creds", Err: err}
 		}
-		opts = append(opts, nats.UserCredentials(n.Creds))
+		opts = append(opts, o)
 	}
 	if n.TLSCA != "" {
 		if _, err := auth.LoadCAs(n.TLSCA); err != nil {
@@ -318,6 +320,46 @@ func (n NATS) options(name string, d *natsDialer) ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(n.TLSCert, n.TLSKey))
 	}
 	return opts, nil
+}
+
+// credsOption is the nats.go option that authenticates with the file at
+// path: a creds file (a user JWT, then its NKey seed) as
+// nats.UserCredentials; a file holding only a user's NKey seed, bare as
+// nk -gen user writes it or decorated as in a creds file, as that NKey
+// user (nats.Nkey), signing the server's nonce. nats.UserCredentials
+// would send such a seed to the server as the JWT: a private key on the
+// wire, and a user the server does not know. The file is read again at
+// each connection, so a rotated file is used at the next one.
+func credsOption(path string) (nats.Option, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(b)
+	jwt, err := nkeys.ParseDecoratedJWT(b)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if isJWT(strings.TrimSpace(jwt)) {
+		return nats.UserCredentials(path), nil
+	}
+	kp, err := nkeys.ParseDecoratedUserNKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s holds neither a user JWT nor a user NKey seed: %w", path, err)
+	}
+	kp.Wipe()
+	o, err := nats.NkeyOptionFromSeed(path)
+	if err != nil {
+		return nil, fmt.Errorf("nkey seed %s: %w", path, err)
+	}
+	return o, nil
+}
+
+// isJWT reports whether s has a JWT's shape: three base64url parts, the
+// first a JSON object's ("eyJ" is the encoding of `{"`). A seed (S…) and
+// a public key (U…) never have it.
+func isJWT(s string) bool {
+	return strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2
 }
 
 // Connect connects to NATS for a long-running process, with Options(name)

@@ -1,15 +1,22 @@
 package config_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sievecrawl/sieve/config"
@@ -223,5 +230,116 @@ func TestRedisNodeOptions(t *testing.T) {
 	}
 	if _, err := (config.Redis{URL: "nohost"}).NodeOptions(); err == nil || !strings.Contains(err.Error(), "redis.url") {
 		t.Errorf("NodeOptions of a bad URL = %v, want an error naming redis.url", err)
+	}
+}
+
+// recordingDialer dials like net.Dialer and keeps every byte the client
+// writes, to see what a CONNECT carries.
+type recordingDialer struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (d *recordingDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := (&net.Dialer{Timeout: 3 * time.Second}).Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return &recordedConn{Conn: c, d: d}, nil
+}
+
+func (d *recordingDialer) written() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.out.String()
+}
+
+type recordedConn struct {
+	net.Conn
+	d *recordingDialer
+}
+
+func (c *recordedConn) Write(p []byte) (int, error) {
+	c.d.mu.Lock()
+	c.d.out.Write(p)
+	c.d.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// TestNATSCredsNKeySeed pins issue 39, item 6: a file holding only a
+// user's NKey seed, given as nats.creds, was sent to the server as the
+// user's JWT (a private key on the wire, and in a server's -DV log), and
+// an NKey user could not connect. Such a file now signs the server's
+// nonce as that NKey user, and its seed never leaves the process; a
+// creds file with a JWT still sends its JWT.
+func TestNATSCredsNKeySeed(t *testing.T) {
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := user.Seed()
+	pub, _ := user.PublicKey()
+	srv := natstest.Start(t, natstest.Options{NKeys: []string{pub}})
+	// A JWT of the right shape; this server is not in operator mode and
+	// refuses it, but the client must send it.
+	const jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJzdWIiOiJ0ZXN0In0.c2lnbmF0dXJl"
+	decoratedSeed := "-----BEGIN USER NKEY SEED-----\n" + string(seed) + "\n------END USER NKEY SEED------\n"
+	cases := []struct {
+		name, file string
+		connects   bool   // the NKey user is accepted
+		jwt        string // the JWT the CONNECT carries ("": none)
+		field      bool   // refused by Options as nats.creds
+	}{
+		{"a bare seed", string(seed), true, "", false},
+		{"a bare seed and a newline", string(seed) + "\n", true, "", false},
+		{"a decorated seed alone", decoratedSeed, true, "", false},
+		{"a creds file: JWT and seed", "-----BEGIN NATS USER JWT-----\n" + jwt + "\n------END NATS USER JWT------\n\n" + decoratedSeed,
+			false, jwt, false},
+		{"neither a JWT nor a seed", "not a key\n", false, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "user.creds")
+			if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rec := &recordingDialer{}
+			nc, err := config.NATS{URL: srv.URL(), Creds: path, ReconnectWait: time.Second}.
+				ConnectOnce("test", nats.SetCustomDialer(rec))
+			if nc != nil {
+				defer nc.Close()
+			}
+			var fe *config.FieldError
+			if c.field {
+				if !errors.As(err, &fe) || fe.Field != "nats.creds" {
+					t.Fatalf("ConnectOnce = %v, want a nats.creds FieldError", err)
+				}
+				return
+			}
+			if c.connects && err != nil {
+				t.Errorf("ConnectOnce as the NKey user = %v", err)
+			}
+			if !c.connects && err == nil {
+				t.Fatalf("ConnectOnce with a JWT to a server not in operator mode succeeded")
+			}
+			sent := rec.written()
+			if strings.Contains(sent, string(seed)) {
+				t.Errorf("the seed was sent to the server: %q", sent)
+			}
+			connect, _, _ := strings.Cut(sent[strings.Index(sent, "CONNECT "):], "\r\n")
+			var fields struct {
+				JWT  string `json:"jwt"`
+				NKey string `json:"nkey"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(connect, "CONNECT ")), &fields); err != nil {
+				t.Fatalf("CONNECT %q: %v", connect, err)
+			}
+			if fields.JWT != c.jwt {
+				t.Errorf("CONNECT's jwt = %q, want %q", fields.JWT, c.jwt)
+			}
+			if c.jwt == "" && fields.NKey != pub {
+				t.Errorf("CONNECT's nkey = %q, want the user's %q", fields.NKey, pub)
+			}
+		})
 	}
 }

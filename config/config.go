@@ -68,7 +68,7 @@ type Redis struct {
 // NATS locates the NATS server (with JetStream) that carries the pipeline.
 type NATS struct {
 	URL           string        `yaml:"url" help:"NATS server URL(s), comma-separated; nats://user:password@host:port and tls:// are accepted"`
-	Creds         string        `yaml:"creds" help:"NATS credentials file (JWT and NKey seed)"`
+	Creds         string        `yaml:"creds" help:"NATS credentials file: a creds file (user JWT and NKey seed), or a file holding only a user NKey seed (SU…), which signs in as that NKey user"`
 	TLSCA         string        `yaml:"tls_ca" help:"PEM file of CA certificates to verify the server with"`
 	TLSCert       string        `yaml:"tls_cert" help:"PEM client certificate for mutual TLS (with tls_key)"`
 	TLSKey        string        `yaml:"tls_key" help:"PEM client key for mutual TLS (with tls_cert)"`

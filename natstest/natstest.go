@@ -37,6 +37,10 @@ type Options struct {
 	// clients already try, such as ClosedAddr's, to test what they do
 	// until the server comes.
 	Port int
+	// NKeys are the public NKeys of the users the server accepts (none:
+	// anyone). Conn and JetStream connect without credentials, so a
+	// server with NKeys refuses them.
+	NKeys []string
 }
 
 // Server is one embedded NATS server owned by a test; it is shut down when
@@ -83,6 +87,9 @@ func (s *Server) start() error {
 		NoSigs:                true,
 		NoLog:                 !s.opts.Log,
 		DisableShortFirstPing: true,
+	}
+	for _, k := range s.opts.NKeys {
+		o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: k})
 	}
 	if c := s.cluster; c != nil {
 		o.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: s.route}
