@@ -216,6 +216,9 @@ func (a *Authenticator) authenticate(c Credentials) (Identity, Reason) {
 		return id, ReasonMalformed
 	}
 	if user, password, isBasic, reason := BasicCredentials(c.Authorization[0]); isBasic && a.HasUsers() {
+		if reason == ReasonLongPassword {
+			return Identity{Name: user}, reason
+		}
 		if reason != "" {
 			return id, reason
 		}

@@ -25,6 +25,10 @@ const (
 	// configuration file, or its wrong password (one reason for both, as
 	// the answer is one: telling them apart would tell which users exist).
 	ReasonBadUser Reason = "bad_user"
+	// ReasonLongPassword: a basic-auth password longer than
+	// MaxPasswordBytes, which bcrypt would compare by its first 72 bytes
+	// only.
+	ReasonLongPassword Reason = "long_password"
 	// ReasonNoRole: a verified client certificate whose names map to no
 	// role.
 	ReasonNoRole Reason = "no_role"
@@ -35,7 +39,8 @@ const (
 )
 
 // Reasons lists every Reason, for tests and dashboards.
-var Reasons = []Reason{ReasonMissing, ReasonMalformed, ReasonOversized, ReasonUnknownToken, ReasonBadUser, ReasonNoRole, ReasonForbidden, ReasonUnmapped}
+var Reasons = []Reason{ReasonMissing, ReasonMalformed, ReasonOversized, ReasonUnknownToken, ReasonBadUser, ReasonLongPassword,
+	ReasonNoRole, ReasonForbidden, ReasonUnmapped}
 
 // Sentinel errors a Refusal matches with errors.Is: ErrUnauthenticated for
 // a client that proved no identity (gRPC UNAUTHENTICATED, HTTP 401),
@@ -91,6 +96,8 @@ func reasonText(r Reason) string {
 		return "unknown token"
 	case ReasonBadUser:
 		return "unknown user or wrong password"
+	case ReasonLongPassword:
+		return fmt.Sprintf("password longer than %d bytes, all bcrypt compares", MaxPasswordBytes)
 	}
 	return string(r)
 }

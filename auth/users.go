@@ -14,6 +14,14 @@ import (
 // they are decoded. bcrypt reads 72 bytes of a password at most.
 const MaxBasicBytes = 1024
 
+// MaxPasswordBytes is the longest basic-auth password taken: bcrypt
+// compares the first 72 bytes of a password and ignores the rest, so a
+// hash of a longer password (made by a tool that cuts it silently; Go's
+// bcrypt refuses to make one) would let in any password sharing its
+// first 72 bytes. A longer password is refused (ReasonLongPassword)
+// rather than cut.
+const MaxPasswordBytes = 72
+
 // UserSource gives the current basic-auth users, name to bcrypt hash (a
 // WebConfig's basic_auth_users).
 type UserSource interface {
@@ -90,8 +98,9 @@ func (u *users) check(set map[string]string, user, password string) bool {
 // BasicCredentials returns the user and password of an Authorization
 // value "Basic <base64(user:password)>" (RFC 7617; the scheme in any
 // case), and a reason when it is not one: ReasonOversized past
-// MaxBasicBytes, ReasonMalformed when it does not decode or has no colon.
-// isBasic says whether the scheme was Basic at all.
+// MaxBasicBytes, ReasonMalformed when it does not decode or has no colon,
+// ReasonLongPassword (with the user) for a password over
+// MaxPasswordBytes. isBasic says whether the scheme was Basic at all.
 func BasicCredentials(authorization string) (user, password string, isBasic bool, reason Reason) {
 	scheme, cred, found := strings.Cut(authorization, " ")
 	if !found || !strings.EqualFold(scheme, "Basic") {
@@ -108,6 +117,9 @@ func BasicCredentials(authorization string) (user, password string, isBasic bool
 	user, password, ok := strings.Cut(string(b), ":")
 	if !ok {
 		return "", "", true, ReasonMalformed
+	}
+	if len(password) > MaxPasswordBytes {
+		return user, "", true, ReasonLongPassword
 	}
 	return user, password, true, ""
 }

@@ -47,6 +47,9 @@ func TestBasicCredentials(t *testing.T) {
 		{"Basic " + base64.StdEncoding.EncodeToString([]byte("nocolon")), "", "", true, auth.ReasonMalformed},
 		{"Basic !!notbase64", "", "", true, auth.ReasonMalformed},
 		{"Basic " + base64.StdEncoding.EncodeToString(make([]byte, 800)), "", "", true, auth.ReasonOversized},
+		// Issue 39, item 12: bcrypt reads 72 bytes of a password.
+		{basic("reader", strings.Repeat("p", 72)), "reader", strings.Repeat("p", 72), true, ""},
+		{basic("reader", strings.Repeat("p", 73)), "reader", "", true, auth.ReasonLongPassword},
 		{"Bearer abcdefghijklmnop", "", "", false, ""},
 		{"Basic", "", "", false, ""},
 	}
@@ -65,8 +68,9 @@ func TestBasicCredentials(t *testing.T) {
 func TestUsers(t *testing.T) {
 	tokens, _ := openTokens(t, tokensFile, auth.FileOptions{})
 	reg := prometheus.NewRegistry()
+	long100 := strings.Repeat("0123456789", 10)
 	a := auth.New(auth.Options{Server: "http", Tokens: tokens, Registerer: reg,
-		Users: staticUsers{"reader": lowCostHash(t, "s3cret-pass")}})
+		Users: staticUsers{"reader": lowCostHash(t, "s3cret-pass"), "long": lowCostHash(t, long100[:72])}})
 	tests := []struct {
 		authorization string
 		need          auth.Role
@@ -78,6 +82,12 @@ func TestUsers(t *testing.T) {
 		{basic("reader", "wrong"), auth.Read, "reader", auth.ReasonBadUser},
 		{basic("nobody", "s3cret-pass"), auth.Read, "nobody", auth.ReasonBadUser},
 		{basic("reader", "wrong"), auth.Read, "reader", auth.ReasonBadUser}, // cached: the same answer
+		// Issue 39, item 12: bcrypt compares the first 72 bytes of a
+		// password only, so the hash of a 100-byte password, made by a
+		// tool that cuts it silently, let in any password sharing its
+		// first 72 bytes. A password over 72 bytes is refused.
+		{basic("long", long100), auth.Read, "long", auth.ReasonLongPassword},
+		{basic("long", long100[:72]+strings.Repeat("x", 28)), auth.Read, "long", auth.ReasonLongPassword},
 		{"Bearer " + adminToken, auth.Admin, "ops", ""},
 	}
 	for _, tt := range tests {
