@@ -8,11 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gopkg.in/yaml.v3"
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/natstest"
@@ -495,4 +497,79 @@ func TestFormerNames(t *testing.T) {
 	if strings.Contains(help.String(), "frontier-frontier") || !strings.Contains(help.String(), "--frontier-max-bytes") {
 		t.Errorf("help lists a former name, or not the new one:\n%s", help.String())
 	}
+}
+
+// TestListFlagsAccumulate pins issue 39, item 17: `crawler run --seed A
+// --seed B` crawled only B, silently: a list flag given again replaced
+// the list. Every list setting, as a flag given twice, holds the values
+// of both, in order; given once it replaces the environment's value, as
+// any flag does.
+func TestListFlagsAccumulate(t *testing.T) {
+	type settings struct {
+		config.Config `yaml:",inline"`
+		API           config.ServerSecurity `yaml:"urlfrontier"`
+	}
+	fs := flag.NewFlagSet("lists", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	lists := config.NewLoader(fs, &settings{Config: config.Default()}).Lists()
+	if len(lists) < 4 { // normalize.strip_params, normalize.session_params, http.client_roles, urlfrontier.client_roles
+		t.Fatalf("Lists() = %q, want every list setting", lists)
+	}
+	for _, path := range lists {
+		flagName := "--" + strings.NewReplacer(".", "-", "_", "-").Replace(path)
+		env := config.EnvPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+		cases := []struct {
+			name string
+			args []string
+			env  map[string]string
+			want []string
+		}{
+			{"given twice", []string{flagName, "a", flagName, "b,c"}, nil, []string{"a", "b", "c"}},
+			{"given three times", []string{flagName + "=a", flagName, "b", flagName + "=c"}, nil, []string{"a", "b", "c"}},
+			{"given twice, over the environment", []string{flagName, "a", flagName, "b"}, map[string]string{env: "x,y"}, []string{"a", "b"}},
+			{"given once, over the environment", []string{flagName, "a"}, map[string]string{env: "x,y"}, []string{"a"}},
+			{"the environment alone", nil, map[string]string{env: "x,y"}, []string{"x", "y"}},
+		}
+		for _, c := range cases {
+			s := settings{Config: config.Default()}
+			fs := flag.NewFlagSet("lists", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			l := config.NewLoader(fs, &s)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatalf("%s %s: %v", path, c.name, err)
+			}
+			if err := l.Load(func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }); err != nil {
+				t.Fatalf("%s %s: %v", path, c.name, err)
+			}
+			if got := listAt(t, s, path); !slices.Equal(got, c.want) {
+				t.Errorf("%s %s (%q): %q, want %q", path, c.name, c.args, got, c.want)
+			}
+		}
+	}
+}
+
+// listAt reads the list at a YAML path of v, through its YAML form.
+func listAt(tb testing.TB, v any, path string) []string {
+	tb.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var node any = map[string]any{}
+	if err := yaml.Unmarshal(b, &node); err != nil {
+		tb.Fatal(err)
+	}
+	for _, k := range strings.Split(path, ".") {
+		m, ok := node.(map[string]any)
+		if !ok {
+			tb.Fatalf("%s: no mapping at %q", path, k)
+		}
+		node = m[k]
+	}
+	items, _ := node.([]any)
+	var out []string
+	for _, it := range items {
+		out = append(out, it.(string))
+	}
+	return out
 }

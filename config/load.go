@@ -54,7 +54,9 @@ func invalid(field, format string, args ...any) *FieldError {
 // working (in the file, the environment and flags), unlisted in the help.
 //
 // Supported field types: string, bool, int, int64, uint64, float64,
-// time.Duration, Bytes and []string (comma-separated in flags and env).
+// time.Duration, Bytes and []string (comma-separated in flags and env; a
+// list flag given again adds to the list: --seed a --seed b,c is a, b
+// and c).
 //
 // Load records which settings were given explicitly (Given): a section
 // struct with a field "Given []string `yaml:\"-\"`" receives the keys of
@@ -297,8 +299,12 @@ func (fv *flagValue) Set(s string) error {
 	if err := scratch.set(s); err != nil {
 		return err
 	}
-	if _, seen := fv.l.flags[fv.f.flag]; !seen {
+	prev, seen := fv.l.flags[fv.f.flag]
+	if !seen {
 		fv.l.order = append(fv.l.order, fv.f.flag)
+	}
+	if seen && fv.f.v.Kind() == reflect.Slice {
+		s = prev + "," + s // a list flag given again adds to the list
 	}
 	fv.l.flags[fv.f.flag] = s
 	return nil
@@ -588,6 +594,19 @@ func typeName(v reflect.Value) string {
 		return "list"
 	}
 	return ""
+}
+
+// Lists returns the YAML paths of the list settings, sorted: each takes a
+// comma-separated list, and its flag given again adds to the list.
+func (l *Loader) Lists() []string {
+	var out []string
+	for _, f := range l.fields {
+		if f.v.Kind() == reflect.Slice {
+			out = append(out, f.path)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Settings returns the YAML paths of all settings, sorted; useful to

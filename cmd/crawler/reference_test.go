@@ -30,7 +30,8 @@ Every setting is a YAML key, an environment variable and a flag: ` + "`filter.fp
 ` + "`SIEVE_FILTER_FPP`" + ` = ` + "`--filter-fpp`" + `. Flags override the environment, which overrides the
 file (` + "`--config FILE`" + ` or ` + "`SIEVE_CONFIG`" + `). Both programs read the same file: the dedup worker
 skips the crawler's own keys. ` + "`crawler run --help`" + ` and ` + "`dedup-worker run --help`" + ` print the same
-list. Durations are Go durations (` + "`90s`" + `, ` + "`5m`" + `), bytes take a unit (` + "`64MiB`" + `).
+list. Durations are Go durations (` + "`90s`" + `, ` + "`5m`" + `), bytes take a unit (` + "`64MiB`" + `). A list is
+comma-separated, and a list flag given again adds to it: ` + "`--seed A --seed B,C`" + ` seeds A, B and C.
 `)
 	s := defaultSettings()
 	fs := flag.NewFlagSet("crawler", flag.ContinueOnError)
