@@ -1,0 +1,902 @@
+package dust
+
+import (
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sievecrawl/sieve/fingerprint"
+)
+
+// Options configures a Learner. Zero values mean the defaults beside them.
+type Options struct {
+	// MinSupport is how many pairs of URLs with the same page a rule must
+	// merge, with none whose pages differ, before it rewrites (3).
+	MinSupport int
+	// NearBits is the SimHash distance within which two pages that are
+	// not otherwise the same are compared block by block against the
+	// host's render-to-render noise (12 of 64 bits).
+	NearBits int
+	// Refetches is how many pages of a host may be fetched a second time
+	// to measure what changes between two renders (4).
+	Refetches int
+	// MaxPages bounds the pages remembered across the crawl's hosts
+	// (100,000): past it, pages are still compared with those remembered,
+	// but not remembered themselves.
+	MaxPages int
+	// AuditEvery: one in AuditEvery spellings an active rule would drop at
+	// fetch time is fetched anyway, so a counterexample can still be seen
+	// (50).
+	AuditEvery int
+	// Pin are rules active from the start, Veto rules never active, each
+	// for a host ("" for every host in Veto).
+	Pin, Veto []HostRule
+	// Incarnation is the crawl's, written into its records.
+	Incarnation string
+	// Now tells the time (default time.Now).
+	Now func() time.Time
+}
+
+// HostRule is a rule of one host, as a crawl's settings name it:
+// "host rule", such as "shop.example:8080 param:zsid".
+type HostRule struct {
+	Host string
+	Rule Rule
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MinSupport, 3)
+	def(&o.NearBits, 12)
+	def(&o.Refetches, 4)
+	def(&o.MaxPages, 100_000)
+	def(&o.AuditEvery, 50)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Duplicate kinds: what made two fetches one page.
+const (
+	// Exact: the payloads are byte for byte the same (same digest).
+	Exact = "exact"
+	// Near: the visible text is the same, or differs only in blocks the
+	// host's pages change between two renders of one URL.
+	Near = "near"
+)
+
+// Verdict is what a Learner makes of a fetched page.
+type Verdict struct {
+	// Of is an earlier URL of the crawl whose page this is ("" when the
+	// page is new), and Kind how they matched (Exact or Near).
+	Of, Kind string
+	// Refetch asks the caller to fetch the URL once more and hand both
+	// renders to ObserveRenders: the page is near an earlier one, and
+	// whether the difference is the host's noise is not known yet.
+	Refetch bool
+}
+
+// page is a remembered fetch.
+type page struct {
+	url    string
+	host   *host
+	digest string
+	text   uint64
+	sim    uint64
+	blocks []fingerprint.Block
+}
+
+// candidate is a set of rules proposed together (most often one): the
+// hypothesis that the URLs they merge name one page. Every remembered page
+// is filed under its key with the host's active rules and these; two pages
+// under one key are support when they are the same page, a counterexample
+// when not.
+type candidate struct {
+	rules    []Rule
+	keys     map[uint64]int32
+	support  int
+	counter  int
+	examples [][2]string
+	counterX [2]string
+	proposed time.Time
+}
+
+// host is what a Learner knows of one host.
+type host struct {
+	name      string
+	pages     []int32 // indexes into Learner.pages
+	byDigest  map[string]int32
+	byText    map[uint64]int32
+	byStable  map[uint64]int32
+	noise     map[uint32]bool // block paths that changed between two renders
+	stable    map[uint32]bool // block paths that did not
+	refetches int
+	learned   map[string]*Learned // by Rule.String()
+	cands     map[string]*candidate
+	revision  int
+	dirty     bool
+}
+
+// Learner learns one crawl's rewrite rules from what its crawler fetches:
+// pages with the same content under different URLs propose rules, merges of
+// different pages refute them. It is safe for concurrent use.
+//
+// # The same page
+//
+// Two fetches are the same page when their payloads are identical (Exact),
+// or when their visible texts are (Near: links that carry a session id
+// differ only in their hrefs), or when the text blocks that differ are all
+// blocks the host changes between two renders of one URL (Near: a clock, a
+// reader count, a rotating box). That noise is measured, never assumed: a
+// page close to an earlier one (SimHash within NearBits) whose differing
+// blocks have not been seen across two renders is fetched a second time
+// (Verdict.Refetch), and the blocks that changed between its renders join
+// the host's noise, the others its stable blocks. Two pages that differ
+// in a stable block (a product in red and in blue, with its own price) are
+// distinct, however close their SimHashes.
+//
+// # Rules
+//
+// A pair of URLs of one host with the same page proposes the smallest set
+// of rules (Kind) that gives both one key; a pair on two hosts with the
+// same path proposes that the later host mirrors the earlier. The set is a
+// candidate: every remembered page of the host is filed under its key with
+// the active rules and the candidate's, and every later page too; two
+// pages under one key support it when they are the same page and refute
+// it when not. A candidate with MinSupport support and no counterexample
+// becomes active; an active rule that merges two different pages later
+// (an audit fetch, a page fetched before the rule reached the workers)
+// retires for the rest of the crawl.
+type Learner struct {
+	mu       sync.Mutex
+	o        Options
+	seed     maphash.Seed
+	pages    []page
+	hosts    map[string]*host
+	byDigest map[string]int32 // crawl-wide, for mirrors
+	fetched  map[uint64]int32 // key under the active rules → a page with that key
+	set      *Set
+	drops    int
+	urgent   bool // active rules changed since Records last ran
+}
+
+// NewLearner returns a Learner for one crawl.
+func NewLearner(o Options) *Learner {
+	l := &Learner{o: o.withDefaults(), seed: maphash.MakeSeed(), hosts: map[string]*host{},
+		byDigest: map[string]int32{}, fetched: map[uint64]int32{}, set: NewSet(nil)}
+	now := l.o.Now()
+	for _, p := range l.o.Pin {
+		h := l.host(p.Host)
+		h.learned[p.Rule.String()] = &Learned{Rule: p.Rule, State: Pinned, Proposed: now, Since: now}
+		h.revision++
+		l.urgent = true
+		h.dirty = true
+	}
+	l.rebuild()
+	return l
+}
+
+// Load starts the Learner from rules learned before (another crawl of the
+// same hosts, or this crawl before a restart): their active rules rewrite
+// at once and go on being checked.
+func (l *Learner) Load(records []HostRules) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, rec := range records {
+		h := l.host(rec.Host)
+		for _, lr := range rec.Rules {
+			k := lr.Rule.String()
+			if old, ok := h.learned[k]; ok && (old.State == Pinned || old.State == Vetoed) {
+				continue
+			}
+			c := lr
+			if l.vetoed(rec.Host, lr.Rule) {
+				c.State = Vetoed
+			}
+			h.learned[k] = &c
+		}
+		if rec.Revision > h.revision {
+			h.revision = rec.Revision
+		}
+	}
+	l.rebuild()
+}
+
+func (l *Learner) host(name string) *host {
+	h, ok := l.hosts[name]
+	if !ok {
+		h = &host{name: name, byDigest: map[string]int32{}, byText: map[uint64]int32{}, byStable: map[uint64]int32{},
+			noise: map[uint32]bool{}, stable: map[uint32]bool{}, learned: map[string]*Learned{}, cands: map[string]*candidate{}}
+		l.hosts[name] = h
+	}
+	return h
+}
+
+func (l *Learner) vetoed(hostName string, r Rule) bool {
+	for _, v := range l.o.Veto {
+		if (v.Host == "" || v.Host == hostName) && v.Rule == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Set returns the crawl's active rules, for rewriting.
+func (l *Learner) Set() *Set {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.set
+}
+
+// Seen reports whether the canonical URL u names a page already fetched
+// under another spelling, by the active rules: the caller may drop it
+// unfetched (of is that spelling). One in AuditEvery such URLs is reported
+// unseen, so that the rule is checked against a real fetch now and then.
+func (l *Learner) Seen(u string) (of string, seen bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.set.Len() == 0 {
+		return "", false
+	}
+	i, ok := l.fetched[l.hash(l.set.Key(u))]
+	if !ok || l.pages[i].url == u {
+		return "", false
+	}
+	l.drops++
+	if l.drops%l.o.AuditEvery == 0 {
+		return "", false
+	}
+	l.credit(u, l.pages[i].url)
+	return l.pages[i].url, true
+}
+
+// credit counts a saved fetch on the rules that merge u with of: those
+// without which their keys differ.
+func (l *Learner) credit(u, of string) {
+	p, ok := Split(u)
+	if !ok {
+		return
+	}
+	h, ok := l.hosts[p.Host]
+	if !ok {
+		return
+	}
+	active := h.active()
+	for _, r := range active {
+		without := slices.DeleteFunc(slices.Clone(active), func(x Rule) bool { return x == r })
+		if l.keyWith(h, without, u) != l.keyWith(h, without, of) {
+			h.learned[r.String()].Saved++
+			h.dirty = true
+		}
+	}
+}
+
+// Observe takes a fetched page: u is its canonical URL, p its fingerprint.
+// It reports whether an earlier URL had the same page, or asks for a
+// second render (Verdict.Refetch) before it can say; such a page is not
+// taken yet, and the caller hands both renders to ObserveRenders.
+func (l *Learner) Observe(u string, p fingerprint.Print) Verdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.observe(u, p, true)
+}
+
+// ObserveRenders takes a page fetched twice (Verdict.Refetch): what
+// changed between the renders is the host's noise, what did not is
+// stable; then the first render is observed as Observe would, without
+// asking again.
+func (l *Learner) ObserveRenders(u string, first, second fingerprint.Print) Verdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sp, ok := Split(u); ok {
+		h := l.host(sp.Host)
+		h.refetches++
+		changed := fingerprint.Changed(first.Blocks, second.Blocks)
+		grew := false
+		for _, c := range changed {
+			if !h.noise[c] {
+				h.noise[c] = true
+				delete(h.stable, c)
+				grew = true
+			}
+		}
+		for _, b := range first.Blocks {
+			if !slices.Contains(changed, b.Path) && !h.noise[b.Path] {
+				h.stable[b.Path] = true
+			}
+		}
+		if grew {
+			h.byStable = map[uint64]int32{}
+			for _, i := range h.pages {
+				sh := h.stableHash(l.pages[i].blocks)
+				if _, ok := h.byStable[sh]; !ok {
+					h.byStable[sh] = i
+				}
+			}
+		}
+	}
+	return l.observe(u, first, false)
+}
+
+// ObserveOnce is Observe for a page that could not be fetched again: it
+// never asks for a second render.
+func (l *Learner) ObserveOnce(u string, p fingerprint.Print) Verdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.observe(u, p, false)
+}
+
+func (l *Learner) observe(u string, p fingerprint.Print, mayRefetch bool) Verdict {
+	sp, ok := Split(u)
+	if !ok {
+		return Verdict{}
+	}
+	h := l.host(sp.Host)
+	cur := page{url: u, host: h, digest: p.Digest, text: p.Text, sim: p.SimHash, blocks: p.Blocks}
+	var v Verdict
+	var of int32 = -1
+	switch i, ok := h.byDigest[p.Digest]; {
+	case ok && p.Digest != "":
+		of, v = i, Verdict{Of: l.pages[i].url, Kind: Exact}
+	default:
+		if i, ok := h.byText[p.Text]; ok && p.Text != 0 {
+			of, v = i, Verdict{Of: l.pages[i].url, Kind: Near}
+			break
+		}
+		if len(h.noise) > 0 && len(p.Blocks) > 0 {
+			if i, ok := h.byStable[h.stableHash(p.Blocks)]; ok {
+				of, v = i, Verdict{Of: l.pages[i].url, Kind: Near}
+				break
+			}
+		}
+		if !mayRefetch || h.refetches >= l.o.Refetches {
+			break
+		}
+		if near := l.nearest(h, p); near >= 0 && l.mergeable(h, l.pages[near].url, u) &&
+			h.untested(fingerprint.Changed(l.pages[near].blocks, p.Blocks)) {
+			return Verdict{Refetch: true}
+		}
+	}
+	mirrorOf := int32(-1)
+	if of < 0 && p.Digest != "" {
+		if i, ok := l.byDigest[p.Digest]; ok && l.pages[i].host != h {
+			mirrorOf = i
+			v = Verdict{Of: l.pages[i].url, Kind: Exact}
+		}
+	}
+	if of >= 0 && l.pages[of].url == u {
+		return Verdict{} // the same URL again (a retry): nothing to learn
+	}
+	idx := int32(-1)
+	if len(l.pages) < l.o.MaxPages {
+		idx = int32(len(l.pages))
+		l.pages = append(l.pages, cur)
+		h.pages = append(h.pages, idx)
+		if _, ok := h.byDigest[p.Digest]; !ok && p.Digest != "" {
+			h.byDigest[p.Digest] = idx
+		}
+		if _, ok := l.byDigest[p.Digest]; !ok && p.Digest != "" {
+			l.byDigest[p.Digest] = idx
+		}
+		if _, ok := h.byText[p.Text]; !ok && p.Text != 0 {
+			h.byText[p.Text] = idx
+		}
+		if sh := h.stableHash(p.Blocks); len(p.Blocks) > 0 {
+			if _, ok := h.byStable[sh]; !ok {
+				h.byStable[sh] = idx
+			}
+		}
+	}
+	l.evidence(h, &cur, idx)
+	switch {
+	case of >= 0:
+		l.propose(h, l.pages[of].url, u)
+	case mirrorOf >= 0:
+		l.proposeMirror(h, l.pages[mirrorOf], u)
+	}
+	l.settle(h)
+	return v
+}
+
+// mergeable reports whether rules of ours could give a and b (URLs of h)
+// one key: only then is a second render worth fetching to tell whether
+// they are one page.
+func (l *Learner) mergeable(h *host, a, b string) bool {
+	ua, ok1 := Split(a)
+	ub, ok2 := Split(b)
+	if !ok1 || !ok2 || ua.Host != ub.Host {
+		return false
+	}
+	rs := append(h.active(), applicable(ua, ub)...)
+	return l.keyWith(h, rs, a) == l.keyWith(h, rs, b)
+}
+
+// nearest is the remembered page of h closest to p by SimHash, within
+// NearBits, or -1.
+func (l *Learner) nearest(h *host, p fingerprint.Print) int32 {
+	best, bestD := int32(-1), l.o.NearBits+1
+	for _, i := range h.pages {
+		if d := fingerprint.Distance(l.pages[i].sim, p.SimHash); d < bestD {
+			best, bestD = i, d
+		}
+	}
+	return best
+}
+
+// untested reports whether some of the paths have been seen neither
+// changing nor staying between two renders.
+func (h *host) untested(paths []uint32) bool {
+	for _, p := range paths {
+		if !h.noise[p] && !h.stable[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// stableHash hashes the blocks outside the host's noise.
+func (h *host) stableHash(blocks []fingerprint.Block) uint64 {
+	var x uint64 = 14695981039346656037
+	for _, b := range blocks {
+		if h.noise[b.Path] {
+			continue
+		}
+		x ^= uint64(b.Path)<<32 | uint64(b.Text)
+		x *= 1099511628211
+		x ^= x >> 29
+	}
+	return x
+}
+
+// same reports whether two pages are one, and how.
+func (l *Learner) same(a, b *page) (string, bool) {
+	switch {
+	case a.digest != "" && a.digest == b.digest:
+		return Exact, true
+	case a.text != 0 && a.text == b.text:
+		return Near, true
+	}
+	diff := fingerprint.Changed(a.blocks, b.blocks)
+	if len(diff) == 0 {
+		return "", false // no text to tell them apart: not evidence either way
+	}
+	for _, d := range diff {
+		if !a.host.noise[d] || !b.host.noise[d] {
+			return "", false
+		}
+	}
+	return Near, true
+}
+
+// active is the rules of h that rewrite, in order.
+func (h *host) active() []Rule {
+	var rs []Rule
+	for _, lr := range h.learned {
+		if lr.State.rewrites() {
+			rs = append(rs, lr.Rule)
+		}
+	}
+	sortRules(rs)
+	return rs
+}
+
+// keyWith is u's key under rules of h (a mirror rule among them spells it
+// on its target, under the target's active rules).
+func (l *Learner) keyWith(h *host, rules []Rule, u string) string {
+	p, ok := Split(u)
+	if !ok {
+		return u
+	}
+	c := Compile(rules)
+	if c.mirror != "" {
+		p.Host = c.mirror
+		if t, ok := l.hosts[c.mirror]; ok {
+			tc := Compile(t.active())
+			tc.mirror = ""
+			return tc.rewrite(p).String()
+		}
+		c.mirror = ""
+	}
+	return c.rewrite(p).String()
+}
+
+func (l *Learner) hash(s string) uint64 { return maphash.String(l.seed, s) }
+
+// evidence files the new page (index idx, or -1 when not remembered) under
+// the keys of h's candidates and of the active rules, counting support and
+// counterexamples.
+func (l *Learner) evidence(h *host, cur *page, idx int32) {
+	for _, c := range h.cands {
+		if c.counter > 0 {
+			continue
+		}
+		k := l.hash(l.keyWith(h, append(h.active(), c.rules...), cur.url))
+		if j, ok := c.keys[k]; ok {
+			l.judge(c, &l.pages[j], cur)
+		} else if idx >= 0 {
+			c.keys[k] = idx
+		}
+	}
+	if l.set.Len() == 0 {
+		return
+	}
+	key := l.set.Key(cur.url)
+	k := l.hash(key)
+	j, ok := l.fetched[k]
+	if !ok {
+		if idx >= 0 {
+			l.fetched[k] = idx
+		}
+		return
+	}
+	other := &l.pages[j]
+	if other.url == cur.url {
+		return
+	}
+	if _, same := l.same(other, cur); same {
+		return
+	}
+	l.refute(h, other, cur)
+}
+
+// judge counts a pair a candidate merges.
+func (l *Learner) judge(c *candidate, a, b *page) {
+	if a.url == b.url {
+		return
+	}
+	if _, same := l.same(a, b); same {
+		c.support++
+		if len(c.examples) < 3 {
+			c.examples = append(c.examples, [2]string{a.url, b.url})
+		}
+		return
+	}
+	c.counter++
+	if c.counterX == [2]string{} {
+		c.counterX = [2]string{a.url, b.url}
+	}
+}
+
+// refute retires the active rules that merge a and b, two different pages.
+func (l *Learner) refute(h *host, a, b *page) {
+	now := l.o.Now()
+	for _, hh := range []*host{a.host, b.host} {
+		active := hh.active()
+		for _, r := range active {
+			lr := hh.learned[r.String()]
+			if lr.State != Active {
+				continue // pinned rules stay
+			}
+			without := slices.DeleteFunc(slices.Clone(active), func(x Rule) bool { return x == r })
+			if l.keyWith(hh, without, a.url) != l.keyWith(hh, without, b.url) || hh != h {
+				lr.State, lr.Since = Retired, now
+				lr.Counter++
+				lr.CounterExample = [2]string{a.url, b.url}
+				hh.revision++
+				l.urgent = true
+				hh.dirty = true
+			}
+		}
+	}
+	l.rebuild()
+}
+
+// applicable lists the rules that would change a's or b's spelling, of
+// those known to h as neither rewriting nor refused.
+func applicable(a, b URL) []Rule {
+	var rs []Rule
+	add := func(r Rule) {
+		if !slices.Contains(rs, r) {
+			rs = append(rs, r)
+		}
+	}
+	for _, p := range []string{a.Path, b.Path} {
+		if a.Path != b.Path && strings.ToLower(p) != p {
+			add(Rule{Kind: KindCase})
+		}
+		if collapseRepeats(p) != p {
+			add(Rule{Kind: KindDupSeg})
+		}
+		for _, q := range []string{p, strings.ToLower(p)} {
+			last := q[strings.LastIndexByte(q, '/')+1:]
+			if slices.Contains(IndexNames, last) {
+				add(Rule{Kind: KindIndex, Arg: last})
+			}
+			if j := strings.LastIndexByte(last, '.'); j > 0 && slices.Contains(Extensions, last[j:]) {
+				add(Rule{Kind: KindExt, Arg: last[j:]})
+			}
+		}
+		if len(p) > 1 && strings.HasSuffix(p, "/") {
+			add(Rule{Kind: KindSlash})
+		}
+	}
+	pa, pb := params(a.Query), params(b.Query)
+	for _, name := range sortedKeys(pa, pb) {
+		if !slices.Equal(pa[name], pb[name]) {
+			add(Rule{Kind: KindParam, Arg: name})
+		}
+	}
+	return rs
+}
+
+// IndexNames are the file names a directory's page is served under.
+var IndexNames = []string{"index.html", "index.htm", "index.php", "index.shtml", "index.asp", "index.aspx", "index.jsp", "index.cgi",
+	"default.htm", "default.html", "default.asp", "default.aspx"}
+
+// Extensions are the extensions a page's URL may be spelled with or
+// without.
+var Extensions = []string{".html", ".htm", ".php", ".shtml", ".xhtml", ".asp", ".aspx", ".jsp", ".cgi", ".pl", ".cfm"}
+
+func params(q string) map[string][]string {
+	m := map[string][]string{}
+	if q == "" {
+		return m
+	}
+	for _, p := range strings.Split(q, "&") {
+		name, val, _ := strings.Cut(p, "=")
+		m[name] = append(m[name], val)
+	}
+	for _, v := range m {
+		slices.Sort(v)
+	}
+	return m
+}
+
+func sortedKeys(a, b map[string][]string) []string {
+	var ks []string
+	for k := range a {
+		ks = append(ks, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// propose makes the smallest set of rules that gives a and b (URLs of h
+// with one page) one key a candidate, if it is not one already.
+func (l *Learner) propose(h *host, a, b string) {
+	ua, ok1 := Split(a)
+	ub, ok2 := Split(b)
+	if !ok1 || !ok2 || ua.Host != ub.Host {
+		return
+	}
+	active := h.active()
+	var cands []Rule
+	for _, r := range applicable(ua, ub) {
+		if lr, ok := h.learned[r.String()]; ok && lr.State != Candidate {
+			continue // active already, or refused
+		}
+		if l.vetoed(h.name, r) {
+			continue
+		}
+		cands = append(cands, r)
+	}
+	if len(cands) == 0 || l.keyWith(h, append(slices.Clone(active), cands...), a) != l.keyWith(h, append(slices.Clone(active), cands...), b) {
+		return // no rule of ours explains the pair
+	}
+	sortRules(cands)
+	for i := 0; i < len(cands); {
+		without := slices.Delete(slices.Clone(cands), i, i+1)
+		rs := append(slices.Clone(active), without...)
+		if len(without) > 0 && l.keyWith(h, rs, a) == l.keyWith(h, rs, b) {
+			cands = without
+			continue
+		}
+		i++
+	}
+	l.candidate(h, cands)
+}
+
+// proposeMirror proposes that h (the host of u) mirrors the host of
+// earlier, whose page u has.
+func (l *Learner) proposeMirror(h *host, earlier page, u string) {
+	target := earlier.host
+	if target.mirrorOf() != "" || h.mirrorOf() != "" {
+		return
+	}
+	r := Rule{Kind: KindMirror, Arg: target.name}
+	if lr, ok := h.learned[r.String()]; (ok && lr.State != Candidate) || l.vetoed(h.name, r) {
+		return
+	}
+	if l.keyWith(h, []Rule{r}, u) != l.keyWith(target, target.active(), earlier.url) {
+		return // not the same path
+	}
+	l.candidate(h, []Rule{r})
+}
+
+func (h *host) mirrorOf() string {
+	for _, lr := range h.learned {
+		if lr.Kind == KindMirror && lr.State.rewrites() {
+			return lr.Arg
+		}
+	}
+	return ""
+}
+
+// candidate files every remembered page of h under the key of a new
+// candidate made of rules.
+func (l *Learner) candidate(h *host, rules []Rule) {
+	if len(rules) == 0 {
+		return
+	}
+	id := ruleSetID(rules)
+	if _, ok := h.cands[id]; ok {
+		return
+	}
+	c := &candidate{rules: rules, keys: map[uint64]int32{}, proposed: l.o.Now()}
+	h.cands[id] = c
+	l.file(h, c)
+	for _, r := range rules {
+		if _, ok := h.learned[r.String()]; !ok {
+			h.learned[r.String()] = &Learned{Rule: r, State: Candidate, Proposed: c.proposed, Since: c.proposed}
+		}
+	}
+	h.dirty = true
+}
+
+// file (re)files h's remembered pages under c's keys, counting what they
+// show. A mirror candidate files its target's pages too, so that its
+// pages meet theirs.
+func (l *Learner) file(h *host, c *candidate) {
+	c.keys = map[uint64]int32{}
+	c.support, c.counter, c.examples, c.counterX = 0, 0, nil, [2]string{}
+	rules := append(h.active(), c.rules...)
+	if m := Compile(c.rules).mirror; m != "" {
+		if t, ok := l.hosts[m]; ok {
+			for _, i := range t.pages {
+				k := l.hash(l.keyWith(t, t.active(), l.pages[i].url))
+				if _, ok := c.keys[k]; !ok {
+					c.keys[k] = i
+				}
+			}
+		}
+	}
+	for _, i := range h.pages {
+		k := l.hash(l.keyWith(h, rules, l.pages[i].url))
+		if j, ok := c.keys[k]; ok {
+			l.judge(c, &l.pages[j], &l.pages[i])
+			continue
+		}
+		c.keys[k] = i
+	}
+}
+
+func ruleSetID(rs []Rule) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, " ")
+}
+
+// settle activates h's candidates with enough support and none against,
+// and marks refuted ones.
+func (l *Learner) settle(h *host) {
+	now := l.o.Now()
+	changed := false
+	for id, c := range h.cands {
+		for _, r := range c.rules {
+			lr := h.learned[r.String()]
+			if lr.State == Candidate && (lr.Support != c.support || lr.Counter != c.counter) {
+				lr.Support, lr.Counter, lr.Examples = c.support, c.counter, c.examples
+				h.dirty = true
+			}
+		}
+		switch {
+		case c.counter > 0:
+			for _, r := range c.rules {
+				lr := h.learned[r.String()]
+				if lr.State == Candidate && l.onlyIn(h, r, id) {
+					lr.State, lr.Since, lr.CounterExample = Retired, now, c.counterX
+				}
+			}
+			delete(h.cands, id)
+			h.dirty = true
+		case c.support >= l.o.MinSupport:
+			for _, r := range c.rules {
+				lr := h.learned[r.String()]
+				if lr.State == Candidate {
+					lr.State, lr.Since = Active, now
+					lr.Support, lr.Examples, lr.Wasted = c.support, c.examples, c.support
+				}
+			}
+			delete(h.cands, id)
+			h.revision++
+			l.urgent = true
+			h.dirty = true
+			changed = true
+		}
+	}
+	if changed {
+		l.rebuild()
+	}
+}
+
+// onlyIn reports whether r is in no candidate of h but id.
+func (l *Learner) onlyIn(h *host, r Rule, id string) bool {
+	for cid, c := range h.cands {
+		if cid != id && slices.Contains(c.rules, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// rebuild recompiles the crawl's Set and refiles every page under the
+// active rules' keys and every candidate's, after the active rules
+// changed.
+func (l *Learner) rebuild() {
+	recs := make([]HostRules, 0, len(l.hosts))
+	for _, h := range l.hosts {
+		recs = append(recs, HostRules{Host: h.name, Rules: h.learnedList()})
+	}
+	l.set = NewSet(recs)
+	l.fetched = map[uint64]int32{}
+	for i := range l.pages {
+		k := l.hash(l.set.Key(l.pages[i].url))
+		if _, ok := l.fetched[k]; !ok {
+			l.fetched[k] = int32(i)
+		}
+	}
+	for _, h := range l.hosts {
+		for _, c := range h.cands {
+			l.file(h, c)
+		}
+	}
+}
+
+func (h *host) learnedList() []Learned {
+	out := make([]Learned, 0, len(h.learned))
+	for _, lr := range h.learned {
+		out = append(out, *lr)
+	}
+	slices.SortFunc(out, func(a, b Learned) int { return strings.Compare(a.Rule.String(), b.Rule.String()) })
+	return out
+}
+
+// Urgent reports whether some host's active rules changed since Records
+// last ran: sharing them at once saves the fetches of every spelling
+// admitted meanwhile.
+func (l *Learner) Urgent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.urgent
+}
+
+// Records returns the records of the hosts whose rules changed since the
+// last call (every host's with all set), for sharing with the crawl's
+// other processes.
+func (l *Learner) Records(all bool) []HostRules {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []HostRules
+	now := l.o.Now()
+	l.urgent = false
+	for _, h := range l.hosts {
+		if !h.dirty && !all {
+			continue
+		}
+		h.dirty = false
+		out = append(out, HostRules{V: RecordVersion, Incarnation: l.o.Incarnation, Host: h.name, Revision: h.revision, Rules: h.learnedList(), Updated: now})
+	}
+	slices.SortFunc(out, func(a, b HostRules) int { return strings.Compare(a.Host, b.Host) })
+	return out
+}
+
+// Remembered is the number of pages the Learner holds.
+func (l *Learner) Remembered() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pages)
+}
