@@ -60,6 +60,11 @@ type URL struct {
 	Kind string
 	Key  string
 	Meta map[string][]string
+	// Fetch, when set, is the spelling to fetch: URL is then the page's
+	// spelling under the crawl's learned rules (package dust), which the
+	// filter holds and the frontier's IDs are made of, and Fetch the one
+	// it was found under, which the server is known to serve.
+	Fetch string
 	// Incarnation tells the crawl apart from an earlier crawl under the
 	// same id (the filter's Incarnation; "" for none). The Core sets it
 	// before publishing, and the Publisher derives the URL's ID from it.

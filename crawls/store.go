@@ -92,8 +92,18 @@ type Options struct {
 	Counts Counts
 	// Captures are the archive's last captures of the crawls' URLs.
 	Captures Captures
+	// Rules are the crawls' learned rewrite rules (Open: the topology's
+	// rules bucket).
+	Rules Rules
 	// Now stamps created crawls (default time.Now).
 	Now func() time.Time
+}
+
+// Rules are the crawls' learned rewrite rules; *frontier.Rules implements
+// it.
+type Rules interface {
+	// Delete removes every rule learned for crawl.
+	Delete(ctx context.Context, crawl string) error
 }
 
 // Store creates, seeds, lists, describes and deletes crawls. It is safe
@@ -119,6 +129,13 @@ func Open(ctx context.Context, js jetstream.JetStream, topo frontier.Topology, o
 	reg, err := frontier.OpenCrawls(ctx, js, topo)
 	if err != nil {
 		return nil, fmt.Errorf("crawls: %w", err)
+	}
+	if opts.Rules == nil {
+		rules, err := frontier.OpenRules(ctx, js, topo)
+		if err != nil {
+			return nil, fmt.Errorf("crawls: %w", err)
+		}
+		opts.Rules = rules
 	}
 	return New(reg, NewJetStreamQueues(js, topo), opts), nil
 }
@@ -360,7 +377,7 @@ type Deleted struct {
 func (d Deleted) URLs() uint64 { return d.Queues.Frontier }
 
 // Delete removes a crawl: its frontier and discovered messages, its filter,
-// its counts, its captures and its record, in that order, so that a Delete that fails
+// its counts, its captures, its learned rules and its record, in that order, so that a Delete that fails
 // part way can be run again. A crawl without a record is not an error: what
 // else it left is removed, and Deleted.Record is nil. Once Delete returns,
 // the id may name a new crawl.
@@ -392,6 +409,11 @@ func (s *Store) Delete(ctx context.Context, id string) (Deleted, error) {
 	if s.opts.Captures != nil {
 		if d.Captures, err = s.opts.Captures.Delete(ctx, id); err != nil {
 			return d, fmt.Errorf("crawls: delete %s captures: %w", id, err)
+		}
+	}
+	if s.opts.Rules != nil {
+		if err := s.opts.Rules.Delete(ctx, id); err != nil {
+			return d, fmt.Errorf("crawls: delete %s rules: %w", id, err)
 		}
 	}
 	if known {

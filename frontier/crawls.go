@@ -43,6 +43,12 @@ type CrawlSettings struct {
 	Kind string `json:"kind,omitempty"`
 	// Scope is the scope mode of the crawl's links: host, domain or any.
 	Scope string `json:"scope,omitempty"`
+	// Learn is "off" for a crawl that learns no rewrite rules from what
+	// it fetches (package dust); "" learns.
+	Learn string `json:"learn,omitempty"`
+	// RulesFrom names a crawl whose learned rules this one starts from
+	// (the same hosts, crawled again).
+	RulesFrom string `json:"rules_from,omitempty"`
 }
 
 // CrawlRecord is what the bucket holds for a crawl.
@@ -71,6 +77,12 @@ type CrawlRecord struct {
 	// first written): where its captures' files are looked for, since a
 	// crawl may write each run into a new directory.
 	Archive []string `json:"archive,omitempty"`
+	// PinRules and VetoRules are rewrite rules an operator made active
+	// whatever is seen, or forbade, as "host rule" ("shop.example
+	// param:sid"; a vetoed rule's host may be "*"): package dust's
+	// HostRule. Unlike Settings they may change during the crawl.
+	PinRules  []string `json:"pin_rules,omitempty"`
+	VetoRules []string `json:"veto_rules,omitempty"`
 }
 
 // AddSeeds adds to the record's seeds those it lacks, reporting whether it
@@ -117,6 +129,8 @@ func (s CrawlSettings) Conflicts(given CrawlSettings) error {
 		{"revisit-granularity", given.Granularity != 0, strconv.Itoa(s.Granularity), strconv.Itoa(given.Granularity)},
 		{"kind", given.Kind != "", s.Kind, given.Kind},
 		{"scope", given.Scope != "", s.Scope, given.Scope},
+		{"learn", given.Learn != "", s.Learn, given.Learn},
+		{"rules-from", given.RulesFrom != "", s.RulesFrom, given.RulesFrom},
 	}
 	for _, f := range fields {
 		if f.set && f.stored != f.new {

@@ -92,6 +92,9 @@ const jsErrStoreFailed jetstream.ErrorCode = 10077
 
 func (p *Publisher) entryMsg(u admit.URL) *nats.Msg {
 	e := Entry{Crawl: u.Crawl, URL: u.URL, Depth: u.Depth, From: u.From, Kind: LinkKind(u.Kind), Key: u.Key, Meta: u.Meta}
+	if u.Fetch != "" {
+		e.URL = u.Fetch
+	}
 	data, _ := e.Encode() // strings, ints and string lists: cannot fail
 	return &nats.Msg{
 		Subject: p.topo.EntrySubject(e),

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sievecrawl/sieve/admit"
+	"github.com/sievecrawl/sieve/dust"
 	"github.com/sievecrawl/sieve/normalize"
 	"github.com/sievecrawl/sieve/stats"
 )
@@ -36,6 +37,12 @@ type FilterSet = admit.Filters
 // with the other crawls of the batch: one broken crawl never stalls the
 // others, and its URLs are not lost. It is admit.ErrFilterUnusable.
 var ErrFilterUnusable = admit.ErrFilterUnusable
+
+// RuleSets gives each crawl's learned rewrite rules; *Rules implements it.
+type RuleSets interface {
+	// Set returns the crawl's rules (nil: none).
+	Set(crawl string) *dust.Set
+}
 
 // Canonicalizer turns raw links into canonical URLs; *normalize.Normalizer
 // implements it. A rejected link's error should be a *normalize.Error,
@@ -58,6 +65,11 @@ type Recorder interface {
 type WorkerOptions struct {
 	// Topology names the streams; Run calls its Ensure.
 	Topology Topology
+	// Rules, when set, gives each crawl's learned rewrite rules: a
+	// discovered URL is admitted under its Key (dust.Set.Key), so that a
+	// spelling of a page already admitted under another is a duplicate,
+	// and is published (fetched) as it was found.
+	Rules RuleSets
 	// Filters, when set, gives each crawl its own filter, and the filter
 	// NewWorker is given may be nil; nil: every crawl shares that filter.
 	Filters FilterSet
@@ -406,6 +418,7 @@ var _ admit.Messages = (*batch)(nil)
 
 // batch is the work of one fetch: the admit.Messages of its URLs.
 type batch struct {
+	rules   RuleSets                // the crawls' learned rules, or nil
 	msgs    []jetstream.Msg         // valid messages, acknowledged at the end
 	crawlOf []string                // msgs[i]'s crawl
 	urls    []admit.URL             // distinct per crawl
@@ -487,7 +500,7 @@ func (w *Worker) finish(b *batch, start time.Time, done bool) {
 
 // newBatch starts a batch fetched at now.
 func (w *Worker) newBatch(now time.Time) *batch {
-	return &batch{touched: now, deltas: map[string]*stats.Delta{}, index: map[string]int{}, ackWait: w.topo.AckWait}
+	return &batch{rules: w.o.Rules, touched: now, deltas: map[string]*stats.Delta{}, index: map[string]int{}, ackWait: w.topo.AckWait}
 }
 
 // decode decodes a fetched message. A poison message is terminated at once
@@ -616,6 +629,10 @@ type Expiring = admit.Expiring
 // smaller depth).
 func (b *batch) add(d Discovered, li int, u string) {
 	depth := d.LinkDepth()
+	fetch := u
+	if b.rules != nil {
+		u = b.rules.Set(d.Crawl).Key(u) // the page's spelling under the crawl's rules
+	}
 	key := d.Crawl + "\n" + u // a URL is unique within its crawl
 	if i, ok := b.index[key]; ok {
 		b.duplicate(i)
@@ -625,8 +642,12 @@ func (b *batch) add(d Discovered, li int, u string) {
 		return
 	}
 	b.index[key] = len(b.urls)
-	e := d.EntryFor(li, u)
-	b.urls = append(b.urls, admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL, Kind: string(e.Kind), Key: e.Key, Meta: e.Meta})
+	e := d.EntryFor(li, fetch)
+	au := admit.URL{URL: u, Crawl: d.Crawl, Depth: depth, From: d.URL, Kind: string(e.Kind), Key: e.Key, Meta: e.Meta}
+	if fetch != u {
+		au.Fetch = fetch
+	}
+	b.urls = append(b.urls, au)
 }
 
 // duplicate counts URL i as a duplicate of a URL already enqueued.

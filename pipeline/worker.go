@@ -223,6 +223,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	opts.Logger = w.log()
 	opts.Registerer = w.Registerer
 	opts.Filters = w.filters
+	rules, err := w.openRules(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer rules.Close()
+	opts.Rules = rules
 	fw, err := frontier.NewWorker(w.nc, nil, w.canon, w.rec, opts)
 	if err != nil {
 		return err
@@ -245,6 +254,33 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopSaving()
 	saving.Wait()
 	return err
+}
+
+// openRules follows the crawls' learned rewrite rules (package dust), so
+// that every discovered URL is admitted under its page's key. It waits a
+// little for what the bucket holds: a URL admitted before the rules are
+// read is a spelling the crawler drops at fetch time, never a page lost.
+func (w *Worker) openRules(ctx context.Context) (*frontier.Rules, error) {
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := frontier.OpenRules(ctx, js, w.Topology())
+	if err != nil {
+		return nil, err
+	}
+	log := w.log()
+	if err := rules.Follow(ctx, func(key string, err error) {
+		log.Warn("learned rules not applied: unreadable record", "key", key, "error", err)
+	}); err != nil {
+		return nil, err
+	}
+	select {
+	case <-rules.Ready():
+	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
+	}
+	return rules, nil
 }
 
 // watchDeletes drops the filter of each crawl deleted while the worker
