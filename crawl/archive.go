@@ -149,6 +149,10 @@ func (c *Crawler) fetchedEvent(entry frontier.Entry, start time.Time, page *Page
 	}
 	if page != nil {
 		ev.Status, ev.MIME, ev.Links, ev.Redirect, ev.Truncated = page.Status, page.ContentType, len(page.Links), page.Redirect, page.Truncated
+		if p := page.Print; p != nil {
+			ev.Digest, ev.Size, ev.SimHash = p.Digest, int64(p.Size), fmt.Sprintf("%016x", p.SimHash)
+		}
+		ev.DuplicateOf, ev.Duplicate = page.DuplicateOf, page.DuplicateKind
 	}
 	if tr != nil {
 		if r, ok := tr.Of(entry.URL); ok && r.Err == nil {

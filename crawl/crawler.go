@@ -168,6 +168,7 @@ type Crawler struct {
 	redirects *redirectHops
 	attempts  *attempts
 	sched     *politeness.Scheduler[*job] // messages in hand, by host, until their turn
+	learn     *learning                   // which spellings name one page, per crawl
 
 	mu       sync.Mutex
 	inflight map[jetstream.Msg]struct{}
@@ -293,6 +294,21 @@ func (c *Crawler) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rules, err := frontier.OpenRules(ctx, c.js, o.Topology)
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	c.learn = newLearning(rules, c.seeds.reg)
+	shareCtx, stopSharing := context.WithCancel(context.Background())
+	shared := make(chan struct{})
+	go func() {
+		defer close(shared)
+		c.learn.share(shareCtx, time.Second, o.Logger.Warn)
+	}()
+	defer func() {
+		stopSharing()
+		<-shared
+	}()
 
 	// The dispatcher and its jobs outlive the pullers: on the way out, the
 	// URLs in hand finish (up to ShutdownTimeout) after the pullers

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/gocolly/colly/v2"
+
+	"github.com/sievecrawl/sieve/fingerprint"
 )
 
 // DefaultUserAgent is the User-Agent sent when FetcherOptions.UserAgent is
@@ -140,6 +142,13 @@ type Page struct {
 	NoFollow  bool // the page asked not to follow its links
 	Truncated bool // the body was longer than MaxBodySize and was cut
 	Dropped   int  // links dropped: too long or beyond MaxLinks
+	// Print is the fingerprint of a 2xx HTML page's body (nil for other
+	// answers): its payload digest, SimHash and text blocks.
+	Print *fingerprint.Print
+	// DuplicateOf is an earlier URL of the crawl whose page this one is,
+	// DuplicateKind how they matched (dust.Exact, dust.Near); set by the
+	// Crawler's learning.
+	DuplicateOf, DuplicateKind string
 
 	sitemap *sitemapResult // what a sitemap document held
 }
@@ -549,6 +558,7 @@ func (f *Fetcher) readHTML(rawURL string, resp *http.Response, r *fetchResult) e
 		body = body[:f.opts.MaxBodySize]
 		r.page.Truncated = true
 	}
+	r.page.Print = fingerprintOf(body)
 	f.parse(rawURL, resp, body, r)
 	return nil
 }

@@ -107,6 +107,15 @@ func (c *Crawler) handle(key string, j *job) {
 	ctx := c.jobCtx
 	o := c.opts
 	msg, entry, u, seeds, r := j.msg, j.entry, j.u, j.seeds, j.run
+	if of, seen := c.spelling(entry); seen {
+		// Another spelling of a page fetched already, by rules learned
+		// since this one was admitted.
+		c.sched.Done(key, time.Time{}, 0)
+		c.stats.spelling(entry.Crawl, u.Hostname())
+		o.Logger.Debug("another spelling of a page fetched: dropped", "url", entry.URL, "of", of)
+		c.ack(ctx, msg)
+		return
+	}
 	if o.MaxPages > 0 && c.started.Add(1) > o.MaxPages {
 		c.sched.Done(key, time.Time{}, 0)
 		_ = msg.Nak() // for the next run
@@ -134,6 +143,9 @@ func (c *Crawler) handle(key string, j *job) {
 		read = readSitemap(sitemap.Limits{})
 	}
 	page, pause, err := c.fetcher.fetchAs(wait, fctx, entry.URL, read)
+	if err == nil {
+		c.observe(wait, ctx, entry, u.Hostname(), page, pause)
+	}
 	c.sched.Done(key, start, pause)
 	if fatal, aerr := c.archiveErr(tr, err); aerr != nil {
 		if fatal {

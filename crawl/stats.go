@@ -67,6 +67,17 @@ type Stats struct {
 	Sitemaps       int64            `json:"sitemaps,omitempty"`
 	SitemapURLs    int64            `json:"sitemap_urls,omitempty"`
 	SitemapInvalid map[string]int64 `json:"sitemap_invalid,omitempty"`
+	// Duplicates counts fetched pages that were an earlier URL's page,
+	// by kind (exact: the same bytes; near: the same page but for its
+	// render-to-render noise), DuplicateBytes the bytes they cost.
+	Duplicates     map[string]int64 `json:"duplicates,omitempty"`
+	DuplicateBytes map[string]int64 `json:"duplicate_bytes,omitempty"`
+	// Spellings counts frontier entries dropped unfetched: spellings of a
+	// page fetched already, by the crawl's learned rules.
+	Spellings int64 `json:"spellings,omitempty"`
+	// NoiseFetches counts second fetches of a page, made to measure what
+	// changes between two renders.
+	NoiseFetches int64 `json:"noise_fetches,omitempty"`
 	// Crawls holds the counts of each crawl, by crawl id.
 	Crawls map[string]CrawlStats `json:"crawls,omitempty"`
 	// TopHosts lists the hosts with the most responses, most first (at most
@@ -101,7 +112,26 @@ type CrawlStats struct {
 	// Refetched counts pages fetched again in full, their last
 	// capture's record unreadable.
 	Refetched int64 `json:"refetched,omitempty"`
+	// Duplicates, DuplicateBytes, Spellings and NoiseFetches are the
+	// crawl's, as in Stats; DuplicateHosts the same per host (at most
+	// maxDupHosts hosts, the rest under "(other)").
+	Duplicates     map[string]int64          `json:"duplicates,omitempty"`
+	DuplicateBytes int64                     `json:"duplicate_bytes,omitempty"`
+	Spellings      int64                     `json:"spellings,omitempty"`
+	NoiseFetches   int64                     `json:"noise_fetches,omitempty"`
+	DuplicateHosts map[string]HostDuplicates `json:"duplicate_hosts,omitempty"`
 }
+
+// HostDuplicates are one host's duplicate pages within a crawl.
+type HostDuplicates struct {
+	Exact     int64 `json:"exact,omitempty"`
+	Near      int64 `json:"near,omitempty"`
+	Bytes     int64 `json:"bytes,omitempty"`
+	Spellings int64 `json:"spellings,omitempty"`
+}
+
+// maxDupHosts bounds the hosts a crawl's duplicates are counted under.
+const maxDupHosts = 1000
 
 // HostFetches is one host's responses.
 type HostFetches struct {
@@ -145,6 +175,7 @@ func newCounters(m *metrics) counters {
 		SitemapInvalid: map[string]int64{},
 		Refetched:      map[string]int64{},
 		Crawls:         map[string]CrawlStats{},
+		Duplicates:     map[string]int64{}, DuplicateBytes: map[string]int64{},
 	}, hosts: map[string]int64{}, m: m}
 }
 
@@ -261,6 +292,73 @@ func (c *counters) refetch(crawl, why string) {
 	c.m.refetch(crawl, why)
 }
 
+// dupHost returns the duplicates of host in cs, with c.mu held.
+func dupHost(cs *CrawlStats, host string) HostDuplicates {
+	if cs.DuplicateHosts == nil {
+		cs.DuplicateHosts = map[string]HostDuplicates{}
+	}
+	if _, ok := cs.DuplicateHosts[host]; !ok && len(cs.DuplicateHosts) >= maxDupHosts {
+		host = otherKey
+	}
+	return cs.DuplicateHosts[host]
+}
+
+func setDupHost(cs *CrawlStats, host string, h HostDuplicates) {
+	if _, ok := cs.DuplicateHosts[host]; !ok && len(cs.DuplicateHosts) >= maxDupHosts {
+		host = otherKey
+	}
+	cs.DuplicateHosts[host] = h
+}
+
+// duplicate counts a fetched page of host that was an earlier URL's page.
+func (c *counters) duplicate(crawl, host, kind string, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.Duplicates[kind]++
+	c.s.DuplicateBytes[kind] += int64(size)
+	cs := c.crawl(crawl)
+	if cs.Duplicates == nil {
+		cs.Duplicates = map[string]int64{}
+	}
+	cs.Duplicates[kind]++
+	cs.DuplicateBytes += int64(size)
+	h := dupHost(&cs, host)
+	if kind == "exact" {
+		h.Exact++
+	} else {
+		h.Near++
+	}
+	h.Bytes += int64(size)
+	setDupHost(&cs, host, h)
+	c.setCrawl(crawl, cs)
+	c.m.duplicate(crawl, kind, size)
+}
+
+// spelling counts an entry dropped unfetched: a spelling of a page
+// fetched already.
+func (c *counters) spelling(crawl, host string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.Spellings++
+	cs := c.crawl(crawl)
+	cs.Spellings++
+	h := dupHost(&cs, host)
+	h.Spellings++
+	setDupHost(&cs, host, h)
+	c.setCrawl(crawl, cs)
+	c.m.spelling(crawl)
+}
+
+// noiseRefetch counts a second fetch made to measure a page's noise.
+func (c *counters) noiseRefetch(crawl string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.NoiseFetches++
+	cs := c.crawl(crawl)
+	cs.NoiseFetches++
+	c.setCrawl(crawl, cs)
+}
+
 func (c *counters) skip(why string) {
 	c.mu.Lock()
 	c.s.Skipped[why]++
@@ -319,9 +417,13 @@ func (c *counters) snapshot() Stats {
 	s.Dropped = maps.Clone(c.s.Dropped)
 	s.SitemapInvalid = maps.Clone(c.s.SitemapInvalid)
 	s.Refetched = maps.Clone(c.s.Refetched)
+	s.Duplicates = maps.Clone(c.s.Duplicates)
+	s.DuplicateBytes = maps.Clone(c.s.DuplicateBytes)
 	s.Crawls = make(map[string]CrawlStats, len(c.s.Crawls))
 	for id, cs := range c.s.Crawls {
 		cs.Outcomes = maps.Clone(cs.Outcomes)
+		cs.Duplicates = maps.Clone(cs.Duplicates)
+		cs.DuplicateHosts = maps.Clone(cs.DuplicateHosts)
 		s.Crawls[id] = cs
 	}
 	s.HostCount = len(c.hosts)

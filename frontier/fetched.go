@@ -28,6 +28,15 @@ type Fetched struct {
 	Size      int64  `json:"size,omitempty"`   // payload bytes
 	Truncated bool   `json:"truncated,omitempty"`
 	Links     int    `json:"links"` // links found on the page
+	// SimHash is a 2xx HTML page's near-duplicate fingerprint (package
+	// fingerprint: 64-bit SimHash of its text's word 3-shingles, 16 hex
+	// digits); Digest is then set whether or not the page was archived.
+	SimHash string `json:"simhash,omitempty"`
+	// DuplicateOf is an earlier URL of the crawl whose page this was,
+	// Duplicate how they matched: "exact" (the same bytes) or "near" (the
+	// same page but for its render-to-render noise).
+	DuplicateOf string `json:"duplicate_of,omitempty"`
+	Duplicate   string `json:"duplicate,omitempty"`
 	Redirect  string `json:"redirect,omitempty"`
 	// Record is "response" or "revisit" when the fetch was archived, with
 	// its WARC file and the offset and length of its gzip member.
