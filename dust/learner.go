@@ -566,7 +566,12 @@ func (l *Learner) judge(c *candidate, a, b *page) {
 
 // refute retires the active rules that merge a and b, two different pages.
 func (l *Learner) refute(h *host, a, b *page) {
-	now := l.o.Now()
+	// Of the learned rules without which the two would not meet, the
+	// culprit is taken to be the youngest: older ones have held for longer
+	// without a counterexample. One goes; if the pair still meets, the
+	// next comes up with the next counterexample.
+	var culprit *Learned
+	var at *host
 	for _, hh := range []*host{a.host, b.host} {
 		active := hh.active()
 		for _, r := range active {
@@ -575,16 +580,23 @@ func (l *Learner) refute(h *host, a, b *page) {
 				continue // pinned rules stay
 			}
 			without := slices.DeleteFunc(slices.Clone(active), func(x Rule) bool { return x == r })
-			if l.keyWith(hh, without, a.url) != l.keyWith(hh, without, b.url) || hh != h {
-				lr.State, lr.Since = Retired, now
-				lr.Counter++
-				lr.CounterExample = [2]string{a.url, b.url}
-				hh.revision++
-				l.urgent = true
-				hh.dirty = true
+			if l.keyWith(hh, without, a.url) == l.keyWith(hh, without, b.url) && hh == h && a.host == b.host {
+				continue
+			}
+			if culprit == nil || lr.Since.After(culprit.Since) || (lr.Since.Equal(culprit.Since) && lr.Support < culprit.Support) {
+				culprit, at = lr, hh
 			}
 		}
 	}
+	if culprit == nil {
+		return
+	}
+	culprit.State, culprit.Since = Retired, l.o.Now()
+	culprit.Counter++
+	culprit.CounterExample = [2]string{a.url, b.url}
+	at.revision++
+	at.dirty = true
+	l.urgent = true
 	l.rebuild()
 }
 
@@ -619,7 +631,16 @@ func applicable(a, b URL) []Rule {
 	}
 	pa, pb := params(a.Query), params(b.Query)
 	for _, name := range sortedKeys(pa, pb) {
-		if !slices.Equal(pa[name], pb[name]) {
+		va, vb := pa[name], pb[name]
+		switch {
+		case slices.Equal(va, vb):
+		case len(va) == 0 && len(vb) == 1:
+			// Absent on one side, one value on the other: the evidence
+			// is that this value is the default, not that any value is.
+			add(Rule{Kind: KindParam, Arg: name + "=" + vb[0]})
+		case len(vb) == 0 && len(va) == 1:
+			add(Rule{Kind: KindParam, Arg: name + "=" + va[0]})
+		default:
 			add(Rule{Kind: KindParam, Arg: name})
 		}
 	}
@@ -810,6 +831,9 @@ func (l *Learner) settle(h *host) {
 					lr.State, lr.Since = Active, now
 					lr.Support, lr.Examples, lr.Wasted = c.support, c.examples, c.support
 				}
+				if r.Kind == KindParam && !strings.Contains(r.Arg, "=") {
+					l.subsume(h, r.Arg)
+				}
 			}
 			delete(h.cands, id)
 			h.revision++
@@ -820,6 +844,26 @@ func (l *Learner) settle(h *host) {
 	}
 	if changed {
 		l.rebuild()
+	}
+}
+
+// subsume forgets the rules and candidates of h that drop one value of
+// the parameter name, now that any value goes: their support is the
+// general rule's.
+func (l *Learner) subsume(h *host, name string) {
+	prefix := string(KindParam) + ":" + name + "="
+	for k, lr := range h.learned {
+		if strings.HasPrefix(k, prefix) && (lr.State == Active || lr.State == Candidate) {
+			delete(h.learned, k)
+		}
+	}
+	for id, c := range h.cands {
+		for _, r := range c.rules {
+			if r.Kind == KindParam && strings.HasPrefix(r.Arg, name+"=") {
+				delete(h.cands, id)
+				break
+			}
+		}
 	}
 }
 

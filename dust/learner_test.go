@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sievecrawl/sieve/fingerprint"
 )
@@ -357,4 +358,76 @@ func sorted(s []string) []string {
 		}
 	}
 	return out
+}
+
+func TestLearnDefaultValue(t *testing.T) {
+	// A listing's first page is served with p=1 and without p; its other
+	// pages are not the same page. Seen first: only pairs of the first
+	// page and a session id. The evidence is for "p=1 is the default",
+	// never for "p does not matter", which page 2 would refute after it
+	// had merged every page of every listing.
+	rng := rand.New(rand.NewPCG(7, 8))
+	render := func(u string) []byte {
+		p, _ := Split(u)
+		page := "1"
+		if v := params(p.Query)["p"]; v != nil {
+			page = v[0]
+		}
+		return html("list "+p.Path+" "+page, words(p.Path+page, 100), nil)
+	}
+	l := NewLearner(Options{})
+	f := &fetcher{t: t, l: l, render: render}
+	for i := range 5 {
+		f.fetch(fmt.Sprintf("http://shop.test/c/%d?zsid=%x", i, rng.Uint64()))
+		f.fetch(fmt.Sprintf("http://shop.test/c/%d?p=1&zsid=%x", i, rng.Uint64()))
+	}
+	for i := range 5 {
+		f.fetch(fmt.Sprintf("http://shop.test/c/%d?p=2&zsid=%x", i, rng.Uint64()))
+	}
+	got := rules(l, "shop.test")
+	if strings.Join(sorted(got[Active]), " ") != "param:p=1 param:zsid" {
+		t.Errorf("rules = %v, want param:p=1 and param:zsid active", got)
+	}
+	for u, want := range map[string]string{
+		"http://shop.test/c/1?p=1&zsid=9": "http://shop.test/c/1",
+		"http://shop.test/c/1?p=2&zsid=9": "http://shop.test/c/1?p=2",
+	} {
+		if k := l.Set().Key(u); k != want {
+			t.Errorf("Key(%q) = %q, want %q", u, k, want)
+		}
+	}
+}
+
+func TestRefuteRetiresTheYoungestRule(t *testing.T) {
+	// zsid has held for long when a pair that differs in zsid and in x
+	// (a rule learned later) turns out to be two pages: x retires, zsid
+	// stays.
+	clock := time.Unix(0, 0)
+	render := func(u string) []byte {
+		p, _ := Split(u)
+		text := p.Path
+		if strings.HasPrefix(p.Path, "/late") {
+			text += fmt.Sprint(params(p.Query)["x"])
+		}
+		return html(text, words(text, 80), nil)
+	}
+	l := NewLearner(Options{Now: func() time.Time { clock = clock.Add(time.Second); return clock }})
+	f := &fetcher{t: t, l: l, render: render}
+	for i := range 3 {
+		f.fetch(fmt.Sprintf("http://h.test/a%d?zsid=%d", i, i))
+		f.fetch(fmt.Sprintf("http://h.test/a%d?zsid=%d", i, i+10))
+	}
+	for i := range 3 {
+		f.fetch(fmt.Sprintf("http://h.test/b%d?x=1&zsid=1", i))
+		f.fetch(fmt.Sprintf("http://h.test/b%d?x=2&zsid=1", i))
+	}
+	if got := rules(l, "h.test"); strings.Join(sorted(got[Active]), " ") != "param:x param:zsid" {
+		t.Fatalf("rules = %v, want param:x and param:zsid active", got)
+	}
+	f.fetch("http://h.test/late?x=1&zsid=1")
+	f.fetch("http://h.test/late?x=2&zsid=2")
+	got := rules(l, "h.test")
+	if strings.Join(got[Active], " ") != "param:zsid" || strings.Join(got[Retired], " ") != "param:x" {
+		t.Errorf("rules = %v, want param:x retired and param:zsid active", got)
+	}
 }

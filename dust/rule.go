@@ -16,6 +16,8 @@ type Kind string
 const (
 	// KindParam: the query parameter Arg names no page: any value, or
 	// none, is the same page (session ids, campaign and referrer tags).
+	// An Arg "name=value" says only that value is the same as none (a
+	// default: lang=en, p=1).
 	KindParam Kind = "param"
 	// KindCase: the path's letter case does not matter (a case-insensitive
 	// server).
@@ -84,7 +86,15 @@ func ParseRule(s string) (Rule, error) {
 	default:
 		return Rule{}, fmt.Errorf("%w: %q: unknown kind (param, case, ext, index, slash, dupseg, mirror)", ErrRule, s)
 	}
-	if strings.ContainsAny(arg, " \t\n&=") && r.Kind != KindMirror {
+	bad := " \t\n&="
+	if r.Kind == KindParam {
+		name, _, _ := strings.Cut(arg, "=")
+		if name == "" {
+			return Rule{}, fmt.Errorf("%w: %q needs a parameter name", ErrRule, s)
+		}
+		bad = " \t\n&"
+	}
+	if strings.ContainsAny(arg, bad) && r.Kind != KindMirror {
 		return Rule{}, fmt.Errorf("%w: %q", ErrRule, s)
 	}
 	return r, nil
@@ -227,7 +237,7 @@ func (c Rules) rewriteQuery(q string) string {
 	out := parts[:0]
 	for _, p := range parts {
 		name, _, _ := strings.Cut(p, "=")
-		if slices.Contains(c.params, name) {
+		if slices.Contains(c.params, name) || slices.Contains(c.params, p) {
 			continue
 		}
 		out = append(out, p)
