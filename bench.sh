@@ -4,7 +4,7 @@
 # the tests (run ./test.sh once first to install redis-server). Long: not CI.
 #
 #   ./bench.sh            every table
-#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier auth replicas engine captures compact soak
+#   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier auth replicas engine captures compact dust soak
 #
 #   ./bench.sh scale [SIZE…]  the per-URL stores at sizes (default 1M 5M 20M)
 #
@@ -29,6 +29,8 @@ pipeline()  { run "Pipeline: NATS in → normalize → filter → NATS out, vs n
                 go test ./frontier -count=1 -run '^TestPipelineThroughput$' -sieve.pipelinebench -v -timeout 60m; }
 crawl()     { run "Crawl of a generated 5,000-page trap site: Sieve (NATS + dedup worker + crawler) vs plain colly" \
                 go test ./crawl -count=1 -run '^$' -bench 'CrawlVsColly' -benchtime 1x -v -timeout 60m; }
+dust()      { run "One page, one fetch: the DUST web (testsite.StartDust: six hosts that spell each page many ways, a control host of distinct look-alikes) crawled embedded with learning off (the baseline, capped at 15,000 fetches) and on, alternating, 3 times each: fetches per distinct page, pages lost, duplicates, spellings dropped, second renders" \
+                go test ./cmd/crawler -count=1 -run '^TestDustBench$' -sieve.dustbench -v -timeout 60m; }
 archive()   { run "Crawl of the 5,000-page test site with and without a WARC archive, alternating, medians of 3: time ratio (goal ≤ 1.1) and peak heap" \
                 go test ./crawl -count=1 -run '^$' -bench 'ArchiveCost' -benchtime 1x -v -timeout 60m; }
 replicas()  { run "redis.wait_replicas: the pipeline on a Redis Cluster (3 masters + 1 replica each) without and with the wait, median of 3" \
@@ -93,10 +95,10 @@ if [ "${names[0]:-}" = scale ]; then
 	scale "${names[@]:1}"
 	exit
 fi
-[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl archive polite urlfrontier auth engine captures compact)
+[ ${#names[@]} -gt 0 ] || names=(bloom normalize cuckoo redis pipeline replicas crawl dust archive polite urlfrontier auth engine captures compact)
 for n in "${names[@]}"; do
 	case "$n" in
-	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|archive|polite|urlfrontier|auth|engine|captures|compact) "$n" ;;
-	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl archive polite urlfrontier auth engine captures compact)" >&2; exit 2 ;;
+	redis|cuckoo|bloom|normalize|pipeline|replicas|soak|crawl|dust|archive|polite|urlfrontier|auth|engine|captures|compact) "$n" ;;
+	*) echo "bench.sh: unknown benchmark $n (redis cuckoo bloom normalize pipeline replicas soak crawl dust archive polite urlfrontier auth engine captures compact)" >&2; exit 2 ;;
 	esac
 done

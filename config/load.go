@@ -413,7 +413,7 @@ func (l *Loader) Skip(keys ...string) {
 // CrawlerKeys returns the top-level YAML keys only the crawler reads; the
 // dedup worker skips them.
 func CrawlerKeys() []string {
-	return []string{"crawl", "data_dir", "demo", "embedded", "expect_urls", "fpp", "idle_exit", "progress", "revisit_after", "revisit_granularity", "seed", "urlfrontier", "warc"}
+	return []string{"crawl", "data_dir", "demo", "embedded", "expect_urls", "fpp", "idle_exit", "learn", "progress", "revisit_after", "revisit_granularity", "rules_from", "seed", "urlfrontier", "warc"}
 }
 
 // LoadYAML applies a YAML document to the target, as Load does with the

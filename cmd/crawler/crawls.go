@@ -33,6 +33,8 @@ type crawlCreate struct {
 	FPP                float64       `yaml:"fpp" help:"false-positive bound of a new crawl's filter, in (0, 1); 0: filter.fpp. Stored with the crawl"`
 	RevisitAfter       time.Duration `yaml:"revisit_after" help:"revisit window of a new crawl: a URL admitted at t is new again when rediscovered after t+D·(1+1/g), g the granularity; at least frontier.duplicate_window; 0: never. Stored with the crawl"`
 	RevisitGranularity int           `yaml:"revisit_granularity" help:"granularity g of the revisit window (generations; 0: 4). Stored with the crawl"`
+	Learn              string        `yaml:"learn" help:"on: a new crawl learns from fetched pages which spellings of a URL name one page (a session or campaign parameter, letter case, extension, index-file and trailing-slash aliases, mirrors) and stops fetching them; off: it does not. Stored with the crawl"`
+	RulesFrom          string        `yaml:"rules_from" help:"id of a crawl whose learned rules a new crawl starts from (the same hosts crawled again). Stored with the crawl"`
 }
 
 // validate checks the creation settings.
@@ -51,6 +53,14 @@ func (c crawlCreate) validate(dupWindow time.Duration) error {
 	case c.RevisitAfter > 0 && c.RevisitAfter < dupWindow:
 		bad("revisit_after", fmt.Sprintf("%v is shorter than frontier.duplicate_window (%v): a URL admitted again would be dropped as the frontier's duplicate", c.RevisitAfter, dupWindow))
 	}
+	switch c.Learn {
+	case "", "on", "off":
+	default:
+		bad("learn", fmt.Sprintf("%q: want on or off", c.Learn))
+	}
+	if c.RulesFrom != "" && !frontier.ValidCrawl(c.RulesFrom) {
+		bad("rules_from", fmt.Sprintf("%q is no crawl id", c.RulesFrom))
+	}
 	if c.RevisitGranularity < 0 {
 		bad("revisit_granularity", "must be ≥ 0")
 	} else if c.RevisitGranularity > 0 && c.RevisitAfter == 0 {
@@ -63,7 +73,8 @@ func (c crawlCreate) validate(dupWindow time.Duration) error {
 // takes from the rest of s.
 func (s settings) crawlSettings() (given, def frontier.CrawlSettings) {
 	c := s.Create
-	given = frontier.CrawlSettings{ExpectURLs: c.ExpectURLs, FPP: c.FPP, RevisitAfter: c.RevisitAfter, Granularity: c.RevisitGranularity}
+	given = frontier.CrawlSettings{ExpectURLs: c.ExpectURLs, FPP: c.FPP, RevisitAfter: c.RevisitAfter, Granularity: c.RevisitGranularity,
+		Learn: c.Learn, RulesFrom: c.RulesFrom}
 	def = frontier.CrawlSettings{ExpectURLs: s.Filter.Capacity, FPP: s.Filter.FPP, Kind: s.Filter.Kind, Scope: s.Crawl.Scope,
 		Granularity: dedup.DefaultWindowGranularity}
 	return given, def
@@ -81,8 +92,15 @@ func (s settings) seed(ctx context.Context, js jetstream.JetStream) (frontier.Cr
 
 // printCrawlSettings prints a crawl's settings on one line.
 func printCrawlSettings(w io.Writer, st frontier.CrawlSettings) {
-	fmt.Fprintf(w, "  expect_urls %d, fpp %v, revisit_after %s, kind %s, scope %s\n",
-		st.ExpectURLs, st.FPP, revisitString(st), st.Kind, st.Scope)
+	learn := "on"
+	if st.Learn == "off" {
+		learn = "off"
+	}
+	if st.RulesFrom != "" {
+		learn += ", rules from " + st.RulesFrom
+	}
+	fmt.Fprintf(w, "  expect_urls %d, fpp %v, revisit_after %s, kind %s, scope %s, learn %s\n",
+		st.ExpectURLs, st.FPP, revisitString(st), st.Kind, st.Scope, learn)
 }
 
 func revisitString(st frontier.CrawlSettings) string {

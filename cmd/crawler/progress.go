@@ -267,6 +267,11 @@ func (sum runSummary) print(w io.Writer, crawlID string) {
 	if st.Sitemaps > 0 || len(st.SitemapInvalid) > 0 {
 		row("sitemaps read", st.Sitemaps, fmt.Sprintf("listing %s URLs; invalid: %s", count(st.SitemapURLs), breakdown(st.SitemapInvalid)))
 	}
+	if dups := crawl.Sum(st.Duplicates); dups > 0 || st.Spellings > 0 || st.NoiseFetches > 0 {
+		row("same page again", dups, fmt.Sprintf("fetched pages that were an earlier URL's (%s), %s", breakdown(st.Duplicates), bytesText(uint64(crawl.Sum(st.DuplicateBytes)))))
+		row("spellings dropped", st.Spellings, "unfetched: by the rules learned, another spelling of a page fetched")
+		row("second renders", st.NoiseFetches, "pages fetched again to tell their noise from a different page")
+	}
 	row("links published", st.Links, fmt.Sprintf("in %s page messages", count(st.Published)))
 	row("links dropped", crawl.Sum(st.Dropped), breakdown(st.Dropped))
 	if sum.Dedup != nil {
