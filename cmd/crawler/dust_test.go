@@ -5,8 +5,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +144,99 @@ func TestDustBench(t *testing.T) {
 	t.Logf("fetches per distinct page, median of 3: learning off %.2f %v, on %.2f %v; ratio on/off %.3f",
 		med(ratios[0]), ratios[0], med(ratios[1]), ratios[1], med(ratios[1])/med(ratios[0]))
 	t.Logf("seconds, median of 3: learning off %.1f %v, on %.1f %v", med(secs[0]), secs[0], med(secs[1]), secs[1])
+}
+
+// docsSite serves a directory of HTML documentation on loopback, counting
+// the 200 HTML responses per path.
+type docsSite struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func serveDocs(tb testing.TB, dir string) *docsSite {
+	tb.Helper()
+	d := &docsSite{n: map[string]int{}}
+	files := http.FileServer(http.Dir(dir))
+	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		files.ServeHTTP(rec, r)
+		if rec.status == http.StatusOK && strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+			d.mu.Lock()
+			d.n[r.URL.Path]++
+			d.mu.Unlock()
+		}
+	}))
+	tb.Cleanup(d.srv.Close)
+	return d
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// crawlDocs crawls a documentation directory embedded, learning as learn
+// says, and returns the fetches per path.
+func crawlDocs(tb testing.TB, dir, learn string) map[string]int {
+	tb.Helper()
+	site := serveDocs(tb, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	args := append([]string{"run", "--embedded", "--data-dir", tb.TempDir(), "--seed", site.srv.URL + "/index.html",
+		"--idle-exit", "2s", "--learn", learn}, testRunFlags(16)...)
+	if code, _, stderr := runCLI(tb, ctx, args...); code != 0 {
+		tb.Fatalf("crawler run: exit %d\n%s", code, stderr)
+	}
+	site.mu.Lock()
+	defer site.mu.Unlock()
+	return maps.Clone(site.n)
+}
+
+// TestDustRealDocs crawls real documentation sites, Debian's
+// postgresql-doc-15 and python3.11-doc (skipped where they are not
+// installed: they are test data, not dependencies), with learning on and
+// off: learning loses no page (the same pages are fetched) and fetches
+// each once.
+func TestDustRealDocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crawls of ~1,200 and ~500 pages")
+	}
+	for _, dir := range []string{"/usr/share/doc/postgresql-doc-15/html", "/usr/share/doc/python3.11-doc/html"} {
+		t.Run(filepath.Base(filepath.Dir(dir)), func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
+				t.Skipf("%s not installed (apt-get install %s)", dir, filepath.Base(filepath.Dir(dir)))
+			}
+			off := crawlDocs(t, dir, "off")
+			on := crawlDocs(t, dir, "on")
+			sum := func(m map[string]int) (n int) {
+				for _, v := range m {
+					n += v
+				}
+				return n
+			}
+			t.Logf("learning off: %d pages, %d fetches; on: %d pages, %d fetches", len(off), sum(off), len(on), sum(on))
+			for p := range off {
+				if on[p] == 0 {
+					t.Errorf("%s: fetched with learning off, lost with it on", p)
+				}
+			}
+			for p, n := range on {
+				if n != 1 {
+					t.Errorf("%s fetched %d times with learning on, want 1", p, n)
+				}
+			}
+			if len(on) < 100 {
+				t.Errorf("only %d pages fetched", len(on))
+			}
+		})
+	}
 }
