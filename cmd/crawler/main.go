@@ -11,6 +11,8 @@
 //	crawler crawls [--data-dir DIR]   the crawls on the pipeline (or in DIR), their settings and queues
 //	crawler delete-crawl [--data-dir DIR] ID…
 //	                                  remove crawls: queues, filter, record
+//	crawler rules [--crawl ID] [veto|pin|unveto|unpin HOST RULE]
+//	                                  a crawl's learned rewrite rules; veto or pin one
 //	crawler credentials --dir DIR --names a,b
 //	                                  make a deployment's CA, certificate and tokens
 //
@@ -48,6 +50,14 @@ const usage = `Usage:
   crawler stats [--json]         the embedded crawl in data_dir: live while it runs, else its last run
   crawler crawls [--json]        the crawls on the pipeline: settings, seeds, queued URLs
   crawler delete-crawl ID…       remove crawls: frontier and discovered messages, filter, record
+  crawler rules [--crawl ID] [--json]
+                                 the rewrite rules a crawl learned (which spellings of a URL name
+                                 one page), per host: state, support, fetches wasted and saved,
+                                 when, an example
+  crawler rules veto|pin|unveto|unpin HOST RULE
+                                 forbid a rule, or make it active whatever is seen, in the crawl's
+                                 settings ("crawler rules veto shop.example param:zsid"; host "*"
+                                 vetoes it on every host)
   crawler captures URL…          where the crawl's captures of URLs are: its last (exact), and with
                                  --warc-dir every one its CDXJ indexes list
   crawler migrate-captures redis|bucket
@@ -77,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "migrate-captures", "serve", "health":
+	case "seed", "run", "stats", "crawls", "delete-crawl", "captures", "migrate-captures", "serve", "health", "rules":
 	case "credentials":
 		return credentialsCommand(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -120,6 +130,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = capturesCommand(ctx, s, inv.args, inv.json, stdout)
 	case "migrate-captures":
 		err = migrateCapturesCommand(ctx, s, inv.args[0], stdout)
+	case "rules":
+		err = rulesCommand(ctx, s, inv.crawl, inv.rules, inv.json, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "crawler:", err)
@@ -131,9 +143,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // invocation is a command's parsed settings.
 type invocation struct {
 	settings
-	json   bool     // run --json
-	live   bool     // health --live
-	args   []string // delete-crawl's ids
+	json   bool       // run --json
+	live   bool       // health --live
+	args   []string   // delete-crawl's ids
+	crawl  string     // rules --crawl (default crawl.id)
+	rules  *rulesEdit // rules veto|pin|unveto|unpin; nil: list
 	loader *config.Loader
 	flags  *flag.FlagSet
 }
@@ -146,8 +160,12 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	fs := inv.flags
 	fs.SetOutput(io.Discard) // errors are returned, help printed by the caller
 	var jsonOut *bool
-	if cmd == "run" || cmd == "stats" || cmd == "crawls" || cmd == "captures" {
+	if cmd == "run" || cmd == "stats" || cmd == "crawls" || cmd == "captures" || cmd == "rules" {
 		jsonOut = fs.Bool("json", false, "print the final summary as JSON on stdout")
+	}
+	var crawlID *string
+	if cmd == "rules" {
+		crawlID = fs.String("crawl", "", "the `ID` of the crawl whose rules to show or change (default crawl.id)")
 	}
 	var live *bool
 	if cmd == "health" {
@@ -167,6 +185,11 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	if err := inv.loader.Load(lookupEnv); err != nil {
 		return inv, err
 	}
+	if crawlID != nil {
+		if inv.crawl = *crawlID; inv.crawl == "" {
+			inv.crawl = inv.Crawl.ID
+		}
+	}
 	s := &inv.settings
 	if cmd == "seed" {
 		s.Seed = append(s.Seed, fs.Args()...)
@@ -181,6 +204,11 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 		if inv.args = fs.Args(); len(inv.args) == 0 {
 			return inv, errors.New("give the URL whose captures to show")
 		}
+	} else if cmd == "rules" {
+		var err error
+		if inv.rules, err = parseRulesArgs(fs.Args()); err != nil {
+			return inv, err
+		}
 	} else if cmd == "migrate-captures" {
 		if inv.args = fs.Args(); len(inv.args) != 1 || (inv.args[0] != "redis" && inv.args[0] != "bucket") {
 			return inv, errors.New("give where the captures are: redis or bucket")
@@ -192,9 +220,9 @@ func parseSettings(cmd string, args []string, lookupEnv func(string) (string, bo
 	if s.Demo && s.NATS.URL == defaultSettings().NATS.URL {
 		s.Embedded = true
 	}
-	// seed, crawls and delete-crawl given a data dir act on the embedded
+	// seed, crawls, delete-crawl and rules given a data dir act on the embedded
 	// crawls stored there, unless a NATS server was named.
-	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl" || cmd == "captures" || cmd == "migrate-captures") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
+	if (cmd == "seed" || cmd == "crawls" || cmd == "delete-crawl" || cmd == "captures" || cmd == "migrate-captures" || cmd == "rules") && inv.loader.Given("data_dir") && !inv.loader.Given("nats.url") {
 		s.Embedded = true
 	}
 	if cmd == "serve" {

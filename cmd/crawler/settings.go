@@ -26,7 +26,7 @@ type settings struct {
 	Demo     bool          `yaml:"demo" help:"crawl the bundled demo site, served on loopback by this process (implies embedded unless nats.url is given explicitly)"`
 	Seed     []string      `yaml:"seed" help:"URLs to seed the crawl with before crawling (comma-separated)"`
 	IdleExit time.Duration `yaml:"idle_exit" help:"end the run when the frontier has been empty with nothing in flight for this long, printing a summary; 0: run until stopped (embedded runs default to 3s)"`
-	DataDir  string        `yaml:"data_dir" help:"directory of the embedded mode's NATS store and filter snapshots, of an archiving crawler's index of the crawls' captures (captures/, with warc.captures disk) and of serve's index of the URLFrontier queues (urlfrontier/); keep it across restarts (a lost index is rebuilt from the log); seed, crawls and delete-crawl given it (and no nats.url) seed, list or delete the crawls stored there"`
+	DataDir  string        `yaml:"data_dir" help:"directory of the embedded mode's NATS store and filter snapshots, of an archiving crawler's index of the crawls' captures (captures/, with warc.captures disk) and of serve's index of the URLFrontier queues (urlfrontier/); keep it across restarts (a lost index is rebuilt from the log); seed, crawls, delete-crawl and rules given it (and no nats.url) seed, list or delete the crawls stored there, or show and veto their learned rules"`
 	Progress string        `yaml:"progress" help:"live progress: auto (on a terminal), always or never"`
 
 	// URLFrontier is `crawler serve`'s API (issue 19).
