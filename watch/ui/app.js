@@ -267,10 +267,16 @@
     $("errors").textContent = Object.entries(r.errors || {}).map(([k, v]) => k + ": " + v).join(" · ");
   }
 
+  // base is the page's own address without credentials: a page opened as
+  // https://user:pass@host/ would resolve a relative URL with them, and
+  // fetch() refuses a URL with credentials (the browser keeps sending them
+  // for the origin once the page is open).
+  const base = location.origin + location.pathname.replace(/[^/]*$/, "");
+
   async function poll() {
     try {
       const last = state.at.length ? state.at[state.at.length - 1] : 0;
-      const [sr, rr] = await Promise.all([fetch("series?after=" + last), fetch("stats")]);
+      const [sr, rr] = await Promise.all([fetch(base + "series?after=" + last), fetch(base + "stats")]);
       const s = await sr.json();
       state.report = await rr.json();
       state.intervalMS = s.interval_ms || 1000;
