@@ -19,6 +19,11 @@
 // watch; the filter, whose statistics may cost a round trip per shard, can be
 // read less often (FilterEvery).
 //
+// With Sources.Rules the report lists each crawl's learned rewrite rules
+// (package dust; the most useful MaxRulesShown, for at most MaxRuleCrawls
+// crawls), read every Options.RulesEvery (5s) in the sampling loop: the
+// rules store is asked once per period, never once per page or poll.
+//
 // Processes find each other through Sources.Peers (JetStreamPeers): each
 // announces its role, id, page and rates every AnnounceEvery in a key-value
 // bucket whose entries expire, and the page lists the deployment's live

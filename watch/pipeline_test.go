@@ -29,6 +29,7 @@ type testPipeline struct {
 	worker  *pipeline.Worker
 	crawler *crawl.Crawler
 	queues  *JetStreamQueues
+	rules   *frontier.Rules // the crawl's learned rules, which the page lists
 	watch   *Server
 	url     string
 	// done receives the crawler's Run result once the crawl is idle.
@@ -54,6 +55,19 @@ func startArchivingPipeline(tb testing.TB, pages int, captures func(siteURL stri
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { site.Close() })
+	var caps warc.Captures
+	if captures != nil {
+		caps = captures(site.URL)
+	}
+	p := startCrawl(tb, []string{site.URL}, caps)
+	p.site = site
+	return p
+}
+
+// startCrawl starts the pipeline and a crawl of seeds, with a crawler
+// archiving into a new directory with the captures caps (nil: no archive).
+func startCrawl(tb testing.TB, seeds []string, caps warc.Captures) *testPipeline {
+	tb.Helper()
 	srv := natstest.Start(tb, natstest.Options{})
 	cfg := config.Default()
 	cfg.Frontier.Partitions = 4
@@ -68,7 +82,7 @@ func startArchivingPipeline(tb testing.TB, pages int, captures func(siteURL stri
 		tb.Fatal(err)
 	}
 	topo := cfg.Frontier.Topology().WithDefaults()
-	p := &testPipeline{site: site, topo: topo, done: make(chan error, 1)}
+	p := &testPipeline{topo: topo, done: make(chan error, 1)}
 	canon, err := cfg.Normalize.Normalizer()
 	if err != nil {
 		tb.Fatal(err)
@@ -79,13 +93,13 @@ func startArchivingPipeline(tb testing.TB, pages int, captures func(siteURL stri
 		tb.Fatal(err)
 	}
 	var archive *warc.Recorder
-	if captures != nil {
+	if caps != nil {
 		w, err := warc.Open(warc.Options{Dir: tb.TempDir(), CrawlerID: "watched"})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { w.Close() })
-		archive = warc.NewRecorder(w, warc.RecorderOptions{Captures: captures(site.URL)})
+		archive = warc.NewRecorder(w, warc.RecorderOptions{Captures: caps})
 	}
 	p.crawler, err = crawl.New(srv.JetStream(), crawl.Options{
 		Archive:      archive,
@@ -103,10 +117,17 @@ func startArchivingPipeline(tb testing.TB, pages int, captures func(siteURL stri
 		tb.Fatal(err)
 	}
 	p.queues = NewJetStreamQueues(srv.JetStream(), topo)
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	p.rules, err = frontier.OpenRules(rctx, srv.JetStream(), topo)
+	rcancel()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	p.watch, err = New(Sources{
 		Role: "embedded", Counters: CountersFunc(p.worker.StatsSnapshot), Filter: FilterFunc(p.worker.FilterStats),
 		Membership: p.worker, Queues: p.queues, Worker: p.worker, Crawler: p.crawler, Peers: NewJetStreamPeers(srv.JetStream(), topo, 0),
-	}, Options{Interval: 200 * time.Millisecond, AnnounceEvery: 200 * time.Millisecond, Registry: reg})
+		Rules: p.rules,
+	}, Options{Interval: 200 * time.Millisecond, AnnounceEvery: 200 * time.Millisecond, RulesEvery: 200 * time.Millisecond, Registry: reg})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -134,7 +155,7 @@ func startArchivingPipeline(tb testing.TB, pages int, captures func(siteURL stri
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := store.Seed(sctx, testCrawl, []string{site.URL}); err != nil {
+	if _, err := store.Seed(sctx, testCrawl, seeds); err != nil {
 		tb.Fatal(err)
 	}
 	go func() {

@@ -44,6 +44,9 @@ type Options struct {
 	// FilterEvery is how often the filter's statistics are read: Interval
 	// (never less).
 	FilterEvery time.Duration
+	// RulesEvery is how often the crawls' learned rules are read from
+	// Sources.Rules: 5s (never less than Interval).
+	RulesEvery time.Duration
 	// TopHosts is how many top hosts /stats lists: 20.
 	TopHosts int
 	// Timeout bounds one sample's reads: 5s.
@@ -81,6 +84,10 @@ func (o Options) withDefaults() Options {
 		o.History = time.Hour
 	}
 	o.FilterEvery = max(o.FilterEvery, o.Interval)
+	if o.RulesEvery <= 0 {
+		o.RulesEvery = 5 * time.Second
+	}
+	o.RulesEvery = max(o.RulesEvery, o.Interval)
 	if o.AnnounceEvery <= 0 {
 		o.AnnounceEvery = 5 * time.Second
 	}
@@ -112,6 +119,7 @@ type Server struct {
 	last        Report
 	failing     map[string]bool
 	filterAt    time.Time
+	rulesAt     time.Time
 	announcedAt time.Time
 	announced   bool // once: Close takes the announcement back
 	peers       []Peer
@@ -377,6 +385,7 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 			crawlerValues(v, "crawl:"+id+":", cs.Fetched, cs.Outcomes, cs.Retried, cs.Failed)
 		}
 	}
+	s.readRules(ctx, &r, prev, now)
 	if src.Archive != nil {
 		a := src.Archive()
 		r.Archive = &a

@@ -85,6 +85,10 @@ type Sources struct {
 	Checks map[string]func() error
 	// Archive reports the crawler's WARC output; nil when it keeps none.
 	Archive func() warc.Stats
+	// Rules are the crawls' learned rewrite rules (*frontier.Rules), read
+	// every Options.RulesEvery for the crawls the report names; nil: the
+	// page lists none.
+	Rules Rules
 }
 
 // Report is the process's state at one moment: what /stats serves, and what
@@ -116,6 +120,9 @@ type Report struct {
 	Growth uint64 `json:"growth_remaining,omitempty"`
 	// Streams is the queues' state.
 	Streams *Depths `json:"streams,omitempty"`
+	// Rules are the learned rewrite rules of each crawl that has some (as
+	// of their At, read every Options.RulesEvery).
+	Rules map[string]*CrawlRules `json:"rules,omitempty"`
 	// Rates are recent per-second rates, from the time series.
 	Rates Rates `json:"rates"`
 	// ID names this process among Peers, the live processes of the

@@ -40,6 +40,7 @@ type watcher struct {
 // the run on s.HTTP.Addr (none when empty) and says where. In embedded mode
 // the server announces itself in the data directory and leaves its last
 // report there, for `crawler stats` and `dedup-worker stats --data-dir`.
+// The page lists the learned rules of the crawls it shows.
 func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, reg *prometheus.Registry, logger *slog.Logger, stderr io.Writer) (*watcher, error) {
 	w := &watcher{}
 	if s.HTTP.Addr == "" {
@@ -55,6 +56,16 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, r
 	if b.dedup != nil {
 		src.Counters = watch.CountersFunc(b.dedup)
 	}
+	// The page lists the crawls' learned rules, read every few seconds
+	// (watch.Options.RulesEvery); without them the rest of the page
+	// stands.
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if rules, err := frontier.OpenRules(rctx, b.js, s.Frontier.Topology()); err != nil {
+		logger.Warn("watch: the page will list no learned rules", "err", err)
+	} else {
+		src.Rules = rules
+	}
+	cancel()
 	if arch != nil {
 		src.Checks["warc"] = arch.Err
 		src.Archive = arch.Writer().Stats

@@ -43,7 +43,7 @@
       const tr = t.insertRow();
       r.forEach((v, i) => {
         const td = tr.insertCell();
-        if (v && typeof v === "object" && v.cls) { td.className = v.cls; td.textContent = v.text; if (v.id) td.id = v.id; return; }
+        if (v && typeof v === "object" && v.cls) { td.className = v.cls; td.textContent = v.text; if (v.id) td.id = v.id; if (v.title) td.title = v.title; return; }
         td.textContent = typeof v === "number" ? fmt(v) : v == null ? "–" : String(v);
         if (typeof v === "number" || (head && head[i] && head[i].endsWith("#"))) td.className = "n";
       });
@@ -228,6 +228,8 @@
     if (r.shared) counts.push(fmt(r.shared.host_count) + " admitted");
     $("host-count").textContent = counts.length ? "(" + counts.join(", ") + " hosts)" : "";
 
+    renderOneFetch(r);
+
     // This process's worker and crawler.
     const procs = [];
     if (r.worker) {
@@ -265,6 +267,76 @@
     fill($("crawls"), ["crawl", "fetched#", "admitted#", "duplicates#", "waiting#"], crows);
 
     $("errors").textContent = Object.entries(r.errors || {}).map(([k, v]) => k + ": " + v).join(" · ");
+  }
+
+  // renderOneFetch shows what fetching each page once costs and saves: the
+  // duplicates fetched (by kind, with their bytes), the spellings dropped
+  // unfetched by the learned rules, the second renders fetched to measure
+  // a page's noise, the hosts with the most duplicates, and the rules.
+  function renderOneFetch(r) {
+    const cr = r.crawler;
+    const rules = r.rules || {};
+    if (!cr) {
+      fill($("dust"), null, [["no crawler in this process"]]);
+      fill($("dup-hosts"), null, []);
+    } else {
+      const crawls = state.crawl ? { [state.crawl]: (cr.crawls || {})[state.crawl] || {} } : cr.crawls || {};
+      const dup = state.crawl ? crawls[state.crawl].duplicates || {} : cr.duplicates || {};
+      const byKind = state.crawl ? null : cr.duplicate_bytes || {};
+      const total = state.crawl ? crawls[state.crawl].duplicate_bytes || 0 : sum(byKind);
+      const spellings = state.crawl ? crawls[state.crawl].spellings || 0 : cr.spellings || 0;
+      const noise = state.crawl ? crawls[state.crawl].noise_fetches || 0 : cr.noise_fetches || 0;
+      let saved = 0, wasted = 0;
+      for (const [id, c] of Object.entries(rules)) if (!state.crawl || id === state.crawl) { saved += c.saved; wasted += c.wasted; }
+      const cell = (id, text) => ({ cls: "n", text, id });
+      fill($("dust"), ["", "pages#", "bytes#"], [
+        ["duplicates, exact (same bytes)", cell("dup-exact", fmt(dup.exact || 0)), cell("dup-exact-bytes", byKind ? bytes(byKind.exact || 0) : "")],
+        ["duplicates, near (same but for noise)", cell("dup-near", fmt(dup.near || 0)), cell("dup-near-bytes", byKind ? bytes(byKind.near || 0) : "")],
+        ["duplicates fetched", cell("dup-total", fmt(sum(dup))), cell("dup-bytes", bytes(total))],
+        ["spellings dropped unfetched", cell("dup-spellings", fmt(spellings)), ""],
+        ["second renders (to measure noise)", cell("dup-noise", fmt(noise)), ""],
+        ["fetches saved by rules", cell("rules-saved", fmt(saved)), ""],
+        ["fetches wasted before a rule was active", cell("rules-wasted", fmt(wasted)), ""],
+      ]);
+      // Hosts by duplicates, summed over the crawls shown.
+      const hosts = new Map();
+      for (const c of Object.values(crawls)) {
+        for (const [h, d] of Object.entries(c.duplicate_hosts || {})) {
+          const x = hosts.get(h) || { exact: 0, near: 0, bytes: 0, spellings: 0 };
+          x.exact += d.exact || 0; x.near += d.near || 0; x.bytes += d.bytes || 0; x.spellings += d.spellings || 0;
+          hosts.set(h, x);
+        }
+      }
+      const hrows = [...hosts.entries()].sort((a, b) => b[1].exact + b[1].near + b[1].spellings - a[1].exact - a[1].near - a[1].spellings || (a[0] < b[0] ? -1 : 1)).slice(0, MAX_ROWS);
+      fill($("dup-hosts"), ["host", "exact#", "near#", "bytes#", "spellings#"], hrows.length ?
+        hrows.map(([h, d]) => [{ cls: "host", text: h, title: h }, d.exact, d.near, { cls: "n", text: bytes(d.bytes) }, d.spellings]) : [["no duplicates", null, null, null, null]]);
+    }
+
+    // Learned rules, those that saved the most fetches first.
+    const shown = Object.entries(rules).filter(([id]) => !state.crawl || id === state.crawl);
+    const many = shown.length > 1;
+    const list = [];
+    const states = {};
+    let count = 0;
+    for (const [id, c] of shown) {
+      count += c.count;
+      for (const [k, n] of Object.entries(c.states || {})) states[k] = (states[k] || 0) + n;
+      for (const v of c.top || []) list.push(Object.assign({ crawl: id }, v));
+    }
+    list.sort((a, b) => b.saved - a.saved || b.wasted - a.wasted || b.support - a.support);
+    const today = new Date().toDateString();
+    const ago = (t) => (!t ? "–" : new Date(t).toDateString() === today ? new Date(t).toLocaleTimeString() : new Date(t).toLocaleString());
+    const pair = (p) => (p && p[0] ? p[0] + " = " + p[1] : "");
+    const rrows = list.slice(0, MAX_ROWS).map((v) => {
+      const ex = pair(v.example) + (v.counter_example && v.counter_example[0] ? (v.example && v.example[0] ? "; " : "") + "differ: " + v.counter_example[0] + " ≠ " + v.counter_example[1] : "");
+      const row = [{ cls: "host", text: v.host, title: v.host }, v.rule, { cls: "state-" + v.state, text: v.state }, v.support, v.saved, v.wasted, ago(v.since), { cls: "ex", text: ex || "–", title: ex }];
+      return many ? [v.crawl].concat(row) : row;
+    });
+    const head = ["host", "rule", "state", "support#", "saved#", "wasted#", "since", "example"];
+    fill($("rules"), many ? ["crawl"].concat(head) : head, rrows.length ? rrows : [["no rule learned yet"]]);
+    const parts = Object.entries(states).sort().map(([k, n]) => fmt(n) + " " + k);
+    const n = rrows.length;
+    $("rules-count").textContent = count ? "(" + fmt(count) + ": " + parts.join(", ") + (count > n ? "; the " + fmt(n) + " that saved most shown" : "") + ")" : "";
   }
 
   // base is the page's own address without credentials: a page opened as
