@@ -416,7 +416,9 @@ func (s *Server) SetLogLevel(_ context.Context, req *pb.LogLevelParams) (*pb.Emp
 // item (item); for another, from the crawl's filter, which holds the URLs
 // Sieve's own crawler saw and may hold, with its false-positive rate, one
 // never seen ("probably seen"): a URL it holds is answered as a known item
-// without a refetch date, one it does not with NotFound.
+// without a refetch date, one it does not with NotFound. The filter is
+// asked for the URL's page's key under the crawl's learned rules, as a put
+// would be: another spelling of a page seen is probably seen.
 func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*pb.URLItem, error) {
 	c := s.check(&pb.URLInfo{Url: req.GetUrl(), Key: req.GetKey(), CrawlID: req.GetCrawlID()})
 	if c.reason != "" {
@@ -445,7 +447,7 @@ func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*p
 	if err != nil {
 		return nil, errStatus(err)
 	}
-	held, err := f.Contains(ctx, [][]byte{[]byte(c.url)})
+	held, err := f.Contains(ctx, [][]byte{[]byte(s.pageKey(c.crawl, c.url))})
 	release()
 	if err != nil {
 		return nil, errStatus(err)

@@ -117,7 +117,11 @@ func (s *Server) discover(ctx context.Context, infos []*pb.URLInfo) []pb.AckMess
 			s.o.Logger.Warn("urlfrontier: record crawl", "crawl", c.crawl, "error", err)
 			continue
 		}
-		urls = append(urls, admit.URL{Crawl: c.crawl, URL: c.url, Key: c.key, Meta: c.meta})
+		u := admit.URL{Crawl: c.crawl, URL: s.pageKey(c.crawl, c.url), Key: c.key, Meta: c.meta}
+		if u.URL != c.url {
+			u.Fetch = c.url // stored as put: the spelling the client fetches
+		}
+		urls = append(urls, u)
 		at = append(at, i)
 	}
 	if len(urls) == 0 {
@@ -141,6 +145,25 @@ func (s *Server) discover(ctx context.Context, infos []*pb.URLInfo) []pb.AckMess
 	return st
 }
 
+// pageKey is what crawl's filter holds for the canonical URL u: its page's
+// key under the crawl's learned rules (dust.Set.Key), u itself without
+// rules.
+func (s *Server) pageKey(crawl, u string) string {
+	if s.o.Rules == nil {
+		return u
+	}
+	return s.o.Rules.Set(crawl).Key(u)
+}
+
+// stored is the spelling of u the store keeps: the one put, not its
+// page's key.
+func stored(u admit.URL) string {
+	if u.Fetch != "" {
+		return u.Fetch
+	}
+	return u.URL
+}
+
 // noMessages: a put has no messages to keep alive or hand back; a parked
 // crawl's URLs stay Undecided and are answered FAIL.
 type noMessages struct{}
@@ -152,7 +175,9 @@ func (noMessages) Park(string, time.Duration) int { return 0 }
 // in their queues, where a URL that has a record already (queued or
 // completed) is the duplicate the protocol expects of a frontier. Each
 // partition's URLs are one read-modify-write (urlstore.Update): the
-// first writer of a URL wins in every server.
+// first writer of a URL wins in every server. A URL admitted under its
+// page's key is stored as it was put (admit.URL.Fetch), and its record
+// is what a duplicate is checked against.
 type publisher struct{ s *Server }
 
 var _ admit.Publisher = publisher{}
@@ -164,14 +189,15 @@ func (p publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, 
 		at[i] = i
 	}
 	parts, groups, sizes := byPartition(at, func(i int) int { return partOf(urls[i].Crawl, urls[i].Key) },
-		func(i int) int { return 2*len(urls[i].URL) + len(urls[i].Key) + metaSize(urls[i].Meta) + 64 })
+		func(i int) int { return 2*len(stored(urls[i])) + len(urls[i].Key) + metaSize(urls[i].Meta) + 64 })
 	acks := make([]admit.Ack, len(urls))
 	_ = parallel(len(parts), func(g int) error {
 		dup := make([]bool, len(groups[g]))
 		err := p.s.q.update(ctx, parts[g], sizes[g], func(tx *updateTx) error {
 			for j, i := range groups[g] {
 				u := urls[i]
-				e, err := tx.entry(u.Crawl, u.Key, u.URL)
+				spelling := stored(u)
+				e, err := tx.entry(u.Crawl, u.Key, spelling)
 				if err != nil {
 					return err
 				}
@@ -182,7 +208,7 @@ func (p publisher) Publish(ctx context.Context, urls []admit.URL) ([]admit.Ack, 
 				if err != nil {
 					return err
 				}
-				tx.putEntry(nil, &Entry{Crawl: u.Crawl, URL: u.URL, Key: u.Key, Meta: u.Meta, Created: now})
+				tx.putEntry(nil, &Entry{Crawl: u.Crawl, URL: spelling, Key: u.Key, Meta: u.Meta, Created: now})
 				q.Queued++
 				tx.set(q)
 			}

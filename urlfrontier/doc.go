@@ -26,6 +26,26 @@
 //     NATS away) and the item may be resent: nothing is admitted twice.
 //     Calling the Core directly, rather than publishing discovered messages
 //     and waiting for a worker, is what lets each item have its status.
+//   - A crawl whose crawlers learned which spellings of a URL name one
+//     page (package dust's rules, kept in <PREFIX>_RULES and followed by
+//     `serve` as by the dedup workers: Options.Rules) has its URLs tested
+//     and marked in its filter under their page's key (dust.Set.Key), by
+//     puts, known updates and GetURLStatus alike: a second spelling of a
+//     page already put, fetched by Sieve's crawler or updated as known is
+//     SKIPPED (counted "known"), never queued twice, and GetURLStatus
+//     answers it as probably seen. The store keeps the spelling put, not
+//     the key: it is what the client fetches and names in its known
+//     update, and a rule then never sends a client to a spelling that the
+//     site may not serve. A crawl without rules is as before (the key is
+//     the URL). Per spelling, admission is exact as before (a URL's
+//     record); across spellings, as exact as the filter: one server's
+//     Core orders two spellings of one page, but two servers putting two
+//     spellings of one page in the same instant may both queue them (the
+//     store's duplicate check reads the spelling's record): a second
+//     fetch, never a page lost. A rule counts from when the server reads
+//     it: a page put before is marked under its spelling only, so one
+//     more spelling of it may be admitted once, and a spelling SKIPPED
+//     under a rule later retired is admitted if put again.
 //   - A known URL is a fetched one: with refetchable_from_date 0 it is
 //     completed (kept with its metadata, never handed out again, marked in
 //     the filter, counted in its queue's state), otherwise due again at

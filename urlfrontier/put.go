@@ -177,8 +177,9 @@ func (s *Server) PutDiscovered(stream pb.URLFrontier_PutDiscoveredServer) error 
 // marked in the filter: never handed out again); with a date it is
 // scheduled to be handed out again from then. Either counts as a fetch of
 // its queue and ends its lease. The URLs are marked in their crawls'
-// filters first (a discovered copy arriving meanwhile is known), then
-// each partition's updates are one read-modify-write.
+// filters first, under their pages' keys (a discovered copy, or another
+// spelling of the page, arriving meanwhile is known), then each
+// partition's updates are one read-modify-write.
 func (s *Server) known(ctx context.Context, items []*pb.KnownURLItem) []pb.AckMessage_Status {
 	st := make([]pb.AckMessage_Status, len(items))
 	type update struct {
@@ -210,7 +211,7 @@ func (s *Server) known(ctx context.Context, items []*pb.KnownURLItem) []pb.AckMe
 	for crawl, at := range byCrawl {
 		urls := make([][]byte, len(at))
 		for j, k := range at {
-			urls[j] = []byte(ups[k].c.url)
+			urls[j] = []byte(s.pageKey(crawl, ups[k].c.url))
 		}
 		if err := s.mark(ctx, crawl, urls); err != nil {
 			s.o.Logger.Warn("urlfrontier: known updates: mark", "crawl", crawl, "error", err)
@@ -253,7 +254,7 @@ func (s *Server) known(ctx context.Context, items []*pb.KnownURLItem) []pb.AckMe
 	return st
 }
 
-// mark adds urls to crawl's filter.
+// mark adds urls (pages' keys) to crawl's filter.
 func (s *Server) mark(ctx context.Context, crawl string, urls [][]byte) error {
 	f, release, err := s.o.Filters.Acquire(ctx, crawl)
 	if err != nil {

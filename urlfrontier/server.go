@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sievecrawl/sieve/admit"
+	"github.com/sievecrawl/sieve/dust"
 	"github.com/sievecrawl/sieve/frontier"
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
 	"github.com/sievecrawl/sieve/urlstore"
@@ -37,6 +38,15 @@ type Crawls interface {
 	// IDs lists the recorded crawls.
 	IDs(ctx context.Context) ([]string, error)
 }
+
+// Rules gives each crawl's learned rewrite rules (package dust), as the
+// crawlers learn them: *frontier.Rules, following the bucket <PREFIX>_RULES.
+type Rules interface {
+	// Set returns the crawl's active rules (nil: none).
+	Set(crawl string) *dust.Set
+}
+
+var _ Rules = (*frontier.Rules)(nil)
 
 // Options configures a Server. Zero values mean the defaults.
 type Options struct {
@@ -61,6 +71,12 @@ type Options struct {
 	Canonicalize func(string) (string, error)
 	// Crawls records and deletes crawls (required).
 	Crawls Crawls
+	// Rules, if set, gives each crawl's learned rules: a URL is tested
+	// and marked in its crawl's filter under its page's key
+	// (dust.Set.Key), as the dedup workers admit it, so that another
+	// spelling of a page already put is a duplicate; the store keeps the
+	// spelling put (see the package documentation). Nil: no rules.
+	Rules Rules
 	// Node is this server's address, as ListNodes shows it (required).
 	Node string
 	// DefaultDelay is a queue's delay between two turns unless SetDelay

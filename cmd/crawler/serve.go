@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
@@ -89,6 +90,11 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("normalizer: %w", err)
 	}
+	rules, err := followRules(ctx, octx, p.js, s.Frontier.Topology(), logger)
+	if err != nil {
+		return err
+	}
+	defer rules.Close()
 	u := s.URLFrontier
 	// The page first: while the queues' index catches up with its log, it
 	// says how far (not ready, with the progress as the reason).
@@ -114,6 +120,7 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	srv, err := urlfrontier.Open(ctx, urlfrontier.Options{
 		JetStream: p.js, Dir: filepath.Join(s.DataDir, "urlfrontier"), Topology: s.Frontier.Topology(), Filters: p.worker.Filters(), Canonicalize: canon.URL,
 		Crawls: urlfrontier.StoreCrawls{Store: store, Registry: registry, Forget: p.worker.ForgetCrawl},
+		Rules:  rules, // the crawls' learned rules: the workers' keys
 		Node:   lis.Addr().String(), DefaultDelay: u.DefaultDelay, DefaultLease: u.DefaultLease,
 		MaxBatch: u.MaxBatch, CompactEvery: u.CompactEvery, Registerer: reg, Logger: logger, LogLevel: level,
 		Progress: func(m string) { loading.Store(m) },
@@ -149,6 +156,35 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 		g.Stop()
 	}
 	return nil
+}
+
+// rulesWait bounds how long serve waits for the crawls' learned rules
+// before it opens the API.
+const rulesWait = 5 * time.Second
+
+// followRules opens the crawls' learned rewrite rules (package dust, in
+// the bucket <PREFIX>_RULES) with octx and follows them until ctx ends or
+// Close, as the dedup workers do, so that the API admits a URL under the
+// same key as they do. It waits up to rulesWait for what the bucket holds:
+// a URL put before its rule is read is admitted under its own spelling (a
+// second fetch of a page, never a page lost).
+func followRules(ctx, octx context.Context, js jetstream.JetStream, topo frontier.Topology, logger *slog.Logger) (*frontier.Rules, error) {
+	rules, err := frontier.OpenRules(octx, js, topo)
+	if err != nil {
+		return nil, err
+	}
+	if err := rules.Follow(ctx, func(key string, err error) {
+		logger.Warn("serve: learned rules not applied: unreadable record", "key", key, "error", err)
+	}); err != nil {
+		return nil, err
+	}
+	select {
+	case <-rules.Ready():
+	case <-time.After(rulesWait):
+		logger.Warn("serve: learned rules not read yet; admitting without them until they are", "waited", rulesWait)
+	case <-ctx.Done():
+	}
+	return rules, nil
 }
 
 // startWorker runs a dedup worker on b's connection, as the embedded mode
