@@ -26,13 +26,18 @@ type Options struct {
 	// (100,000): past it, pages are still compared with those remembered,
 	// but not remembered themselves.
 	MaxPages int
-	// AuditEvery: one in AuditEvery spellings an active rule would drop at
-	// fetch time is fetched anyway, so a counterexample can still be seen
-	// (50).
-	AuditEvery int
+	// AuditFirst: the AuditFirst-th spelling the rules would drop at fetch
+	// time is fetched anyway, so that a counterexample can still be seen,
+	// and then the 2·AuditFirst-th, the 4·AuditFirst-th…: a rule is checked
+	// less often the longer it holds, about log2(drops/AuditFirst) fetches
+	// in all (16).
+	AuditFirst int
 	// Pin are rules active from the start, Veto rules never active, each
 	// for a host ("" for every host in Veto).
 	Pin, Veto []HostRule
+	// NoRules finds and reports duplicates but learns no rule (a crawl
+	// whose learning is off), and asks for no second render.
+	NoRules bool
 	// Incarnation is the crawl's, written into its records.
 	Incarnation string
 	// Now tells the time (default time.Now).
@@ -56,7 +61,7 @@ func (o Options) withDefaults() Options {
 	def(&o.NearBits, 12)
 	def(&o.Refetches, 4)
 	def(&o.MaxPages, 100_000)
-	def(&o.AuditEvery, 50)
+	def(&o.AuditFirst, 16)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -101,6 +106,7 @@ type page struct {
 type candidate struct {
 	rules    []Rule
 	keys     map[uint64]int32
+	hints    int // pairs the site named as one page (a redirect, a canonical link)
 	support  int
 	counter  int
 	examples [][2]string
@@ -111,6 +117,7 @@ type candidate struct {
 // host is what a Learner knows of one host.
 type host struct {
 	name      string
+	seq       int     // order in which the crawl met the host
 	pages     []int32 // indexes into Learner.pages
 	byDigest  map[string]int32
 	byText    map[uint64]int32
@@ -163,7 +170,8 @@ type Learner struct {
 	byDigest map[string]int32 // crawl-wide, for mirrors
 	fetched  map[uint64]int32 // key under the active rules → a page with that key
 	set      *Set
-	drops    int
+	drops    int  // spellings Seen reported or audited
+	audit    int  // the drop that is fetched as the next audit
 	urgent   bool // active rules changed since Records last ran
 }
 
@@ -212,7 +220,7 @@ func (l *Learner) Load(records []HostRules) {
 func (l *Learner) host(name string) *host {
 	h, ok := l.hosts[name]
 	if !ok {
-		h = &host{name: name, byDigest: map[string]int32{}, byText: map[uint64]int32{}, byStable: map[uint64]int32{},
+		h = &host{name: name, seq: len(l.hosts), byDigest: map[string]int32{}, byText: map[uint64]int32{}, byStable: map[uint64]int32{},
 			noise: map[uint32]bool{}, stable: map[uint32]bool{}, learned: map[string]*Learned{}, cands: map[string]*candidate{}}
 		l.hosts[name] = h
 	}
@@ -237,8 +245,9 @@ func (l *Learner) Set() *Set {
 
 // Seen reports whether the canonical URL u names a page already fetched
 // under another spelling, by the active rules: the caller may drop it
-// unfetched (of is that spelling). One in AuditEvery such URLs is reported
-// unseen, so that the rule is checked against a real fetch now and then.
+// unfetched (of is that spelling). The AuditFirst-th such URL, then the
+// 2·AuditFirst-th and so on, is reported unseen, so that the rules are
+// checked against a real fetch now and then.
 func (l *Learner) Seen(u string) (of string, seen bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -250,7 +259,11 @@ func (l *Learner) Seen(u string) (of string, seen bool) {
 		return "", false
 	}
 	l.drops++
-	if l.drops%l.o.AuditEvery == 0 {
+	if l.audit == 0 {
+		l.audit = l.o.AuditFirst
+	}
+	if l.drops == l.audit {
+		l.audit *= 2
 		return "", false
 	}
 	l.credit(u, l.pages[i].url)
@@ -356,7 +369,7 @@ func (l *Learner) observe(u string, p fingerprint.Print, mayRefetch bool) Verdic
 				break
 			}
 		}
-		if !mayRefetch || h.refetches >= l.o.Refetches {
+		if !mayRefetch || l.o.NoRules || h.refetches >= l.o.Refetches {
 			break
 		}
 		if near := l.nearest(h, p); near >= 0 && l.mergeable(h, l.pages[near].url, u) &&
@@ -416,6 +429,75 @@ func (l *Learner) mergeable(h *host, a, b string) bool {
 	}
 	rs := append(h.active(), applicable(ua, ub)...)
 	return l.keyWith(h, rs, a) == l.keyWith(h, rs, b)
+}
+
+// Override replaces the crawl's pinned and vetoed rules (an operator
+// changed them during the crawl): a vetoed rule stops rewriting at once
+// and is never proposed again, a pinned one rewrites at once; a rule no
+// longer pinned or vetoed is forgotten, to be learned again or not.
+func (l *Learner) Override(pin, veto []HostRule) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.o.Pin, l.o.Veto = pin, veto
+	now := l.o.Now()
+	touch := func(h *host) {
+		h.revision++
+		h.dirty = true
+		l.urgent = true
+	}
+	for _, h := range l.hosts {
+		for k, lr := range h.learned {
+			switch {
+			case lr.State == Pinned && !slices.Contains(pin, HostRule{Host: h.name, Rule: lr.Rule}):
+				delete(h.learned, k)
+				touch(h)
+			case lr.State == Vetoed && !l.vetoed(h.name, lr.Rule):
+				delete(h.learned, k)
+				touch(h)
+			case lr.State != Vetoed && lr.State != Pinned && l.vetoed(h.name, lr.Rule):
+				lr.State, lr.Since = Vetoed, now
+				touch(h)
+			}
+		}
+		for id, c := range h.cands {
+			for _, r := range c.rules {
+				if l.vetoed(h.name, r) {
+					delete(h.cands, id)
+					break
+				}
+			}
+		}
+	}
+	for _, p := range pin {
+		h := l.host(p.Host)
+		if lr, ok := h.learned[p.Rule.String()]; ok && lr.State == Pinned {
+			continue
+		}
+		h.learned[p.Rule.String()] = &Learned{Rule: p.Rule, State: Pinned, Proposed: now, Since: now}
+		touch(h)
+	}
+	l.rebuild()
+}
+
+// Hint takes what a site says of two URLs of one host: that a redirects to
+// b, or that b's canonical URL is a. It proposes the rules that would give
+// them one key, and counts the hint toward them, but never makes a rule
+// active alone: a rule needs a pair of fetched pages with the same content
+// too, and none that differs (a hint is checked against content, never
+// trusted blindly).
+func (l *Learner) Hint(a, b string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ua, ok1 := Split(a)
+	ub, ok2 := Split(b)
+	if !ok1 || !ok2 || ua.Host != ub.Host || a == b || l.set.Key(a) == l.set.Key(b) {
+		return
+	}
+	h := l.host(ua.Host)
+	if c := l.propose(h, a, b); c != nil {
+		c.hints++
+		l.settle(h)
+	}
 }
 
 // nearest is the remembered page of h closest to p by SimHash, within
@@ -686,11 +768,11 @@ func sortedKeys(a, b map[string][]string) []string {
 
 // propose makes the smallest set of rules that gives a and b (URLs of h
 // with one page) one key a candidate, if it is not one already.
-func (l *Learner) propose(h *host, a, b string) {
+func (l *Learner) propose(h *host, a, b string) *candidate {
 	ua, ok1 := Split(a)
 	ub, ok2 := Split(b)
 	if !ok1 || !ok2 || ua.Host != ub.Host {
-		return
+		return nil
 	}
 	active := h.active()
 	var cands []Rule
@@ -704,7 +786,7 @@ func (l *Learner) propose(h *host, a, b string) {
 		cands = append(cands, r)
 	}
 	if len(cands) == 0 || l.keyWith(h, append(slices.Clone(active), cands...), a) != l.keyWith(h, append(slices.Clone(active), cands...), b) {
-		return // no rule of ours explains the pair
+		return nil // no rule of ours explains the pair
 	}
 	sortRules(cands)
 	for i := 0; i < len(cands); {
@@ -716,21 +798,31 @@ func (l *Learner) propose(h *host, a, b string) {
 		}
 		i++
 	}
-	l.candidate(h, cands)
+	return l.candidate(h, cands)
 }
 
 // proposeMirror proposes that h (the host of u) mirrors the host of
 // earlier, whose page u has.
+//
+// A host only mirrors a host seen before it in the crawl (the pair in the
+// other order proposes the other way), and a mirror of a mirror is spelled
+// on the first: mirror rules never form a cycle, in which two hosts each
+// spelled on the other would never meet.
 func (l *Learner) proposeMirror(h *host, earlier page, u string) {
 	target := earlier.host
-	if target.mirrorOf() != "" || h.mirrorOf() != "" {
+	if t := target.mirrorOf(); t != "" {
+		if tt, ok := l.hosts[t]; ok {
+			target = tt
+		}
+	}
+	if target.seq >= h.seq || h.mirrorOf() != "" {
 		return
 	}
 	r := Rule{Kind: KindMirror, Arg: target.name}
 	if lr, ok := h.learned[r.String()]; (ok && lr.State != Candidate) || l.vetoed(h.name, r) {
 		return
 	}
-	if l.keyWith(h, []Rule{r}, u) != l.keyWith(target, target.active(), earlier.url) {
+	if l.keyWith(h, []Rule{r}, u) != l.set.Key(earlier.url) {
 		return // not the same path
 	}
 	l.candidate(h, []Rule{r})
@@ -747,13 +839,13 @@ func (h *host) mirrorOf() string {
 
 // candidate files every remembered page of h under the key of a new
 // candidate made of rules.
-func (l *Learner) candidate(h *host, rules []Rule) {
-	if len(rules) == 0 {
-		return
+func (l *Learner) candidate(h *host, rules []Rule) *candidate {
+	if len(rules) == 0 || l.o.NoRules {
+		return nil
 	}
 	id := ruleSetID(rules)
-	if _, ok := h.cands[id]; ok {
-		return
+	if c, ok := h.cands[id]; ok {
+		return c
 	}
 	c := &candidate{rules: rules, keys: map[uint64]int32{}, proposed: l.o.Now()}
 	h.cands[id] = c
@@ -764,6 +856,7 @@ func (l *Learner) candidate(h *host, rules []Rule) {
 		}
 	}
 	h.dirty = true
+	return c
 }
 
 // file (re)files h's remembered pages under c's keys, counting what they
@@ -824,7 +917,7 @@ func (l *Learner) settle(h *host) {
 			}
 			delete(h.cands, id)
 			h.dirty = true
-		case c.support >= l.o.MinSupport:
+		case c.support >= 1 && c.support+c.hints >= l.o.MinSupport:
 			for _, r := range c.rules {
 				lr := h.learned[r.String()]
 				if lr.State == Candidate {

@@ -102,7 +102,7 @@ func TestLearnSessionParameter(t *testing.T) {
 		return html("product "+fmt.Sprint(id), words(fmt.Sprint(id), 120), nil,
 			"/p?id=1&zsid="+sid(), "/p?id=2&zsid="+sid())
 	}
-	l := NewLearner(Options{AuditEvery: 10})
+	l := NewLearner(Options{AuditFirst: 4})
 	f := &fetcher{t: t, l: l, render: render}
 	for id := 1; id <= 4; id++ {
 		if v := f.fetch(fmt.Sprintf("http://shop.test/p?id=%d&zsid=%s", id, sid())); v.Of != "" {
@@ -130,8 +130,8 @@ func TestLearnSessionParameter(t *testing.T) {
 			}
 		}
 	}
-	if dropped != 18 {
-		t.Errorf("dropped %d of 20 spellings, want 18 (one audit in 10)", dropped)
+	if dropped != 17 {
+		t.Errorf("dropped %d of 20 spellings, want 17 (audits at the 4th, 8th and 16th)", dropped)
 	}
 	if _, seen := l.Seen("http://shop.test/p?id=99&zsid=1"); seen {
 		t.Error("a product never fetched is Seen")
@@ -429,5 +429,77 @@ func TestRefuteRetiresTheYoungestRule(t *testing.T) {
 	got := rules(l, "h.test")
 	if strings.Join(got[Active], " ") != "param:zsid" || strings.Join(got[Retired], " ") != "param:x" {
 		t.Errorf("rules = %v, want param:x retired and param:zsid active", got)
+	}
+}
+
+func TestHintsNeedContent(t *testing.T) {
+	// Redirects (/dN → /dN/) name pairs as one page; alone they never make
+	// a rule active, with one pair of fetched pages they do.
+	render := func(u string) []byte {
+		p, _ := Split(u)
+		path := strings.TrimSuffix(p.Path, "/")
+		return html(path, words(path, 80), nil)
+	}
+	l := NewLearner(Options{})
+	for i := range 10 {
+		l.Hint(fmt.Sprintf("http://h.test/d%d", i), fmt.Sprintf("http://h.test/d%d/", i))
+	}
+	if got := rules(l, "h.test"); len(got[Active]) != 0 || strings.Join(got[Candidate], " ") != "slash" {
+		t.Fatalf("after hints alone: rules = %v, want slash a candidate", got)
+	}
+	f := &fetcher{t: t, l: l, render: render}
+	f.fetch("http://h.test/x/")
+	f.fetch("http://h.test/x")
+	if got := rules(l, "h.test"); strings.Join(got[Active], " ") != "slash" {
+		t.Errorf("after one pair of pages: rules = %v, want slash active", got)
+	}
+}
+
+func TestNoRulesCountsDuplicates(t *testing.T) {
+	// Learning off: duplicates are still found, no rule is proposed.
+	render := func(u string) []byte { p, _ := Split(u); return html(p.Path, words(p.Path, 80), nil) }
+	l := NewLearner(Options{NoRules: true})
+	f := &fetcher{t: t, l: l, render: render}
+	for i := range 5 {
+		f.fetch(fmt.Sprintf("http://h.test/p%d?s=1", i))
+		f.fetch(fmt.Sprintf("http://h.test/p%d?s=2", i))
+	}
+	if f.dups[Exact] != 5 {
+		t.Errorf("duplicates = %v, want 5 exact", f.dups)
+	}
+	if got := rules(l, "h.test"); len(got) != 0 || l.Set().Len() != 0 {
+		t.Errorf("rules = %v, want none", got)
+	}
+}
+
+func TestOverride(t *testing.T) {
+	// An operator vetoes a rule the crawl learned, and pins another,
+	// during the crawl.
+	render := func(u string) []byte { p, _ := Split(u); return html(p.Path, words(p.Path, 80), nil) }
+	l := NewLearner(Options{})
+	f := &fetcher{t: t, l: l, render: render}
+	for i := range 3 {
+		f.fetch(fmt.Sprintf("http://h.test/p%d?s=1", i))
+		f.fetch(fmt.Sprintf("http://h.test/p%d?s=2", i))
+	}
+	if k := l.Set().Key("http://h.test/a?s=3"); k != "http://h.test/a" {
+		t.Fatalf("learned rule: Key = %q", k)
+	}
+	s := Rule{Kind: KindParam, Arg: "s"}
+	lang := Rule{Kind: KindParam, Arg: "lang"}
+	l.Override([]HostRule{{Host: "h.test", Rule: lang}}, []HostRule{{Rule: s}})
+	if k := l.Set().Key("http://h.test/a?lang=de&s=3"); k != "http://h.test/a?s=3" {
+		t.Errorf("after the veto and the pin: Key = %q", k)
+	}
+	if !l.Urgent() {
+		t.Error("an override is not shared at once")
+	}
+	got := rules(l, "h.test")
+	if strings.Join(got[Vetoed], " ") != "param:s" || strings.Join(got[Pinned], " ") != "param:lang" {
+		t.Errorf("rules = %v", got)
+	}
+	l.Override(nil, nil)
+	if got := rules(l, "h.test"); len(got[Vetoed]) != 0 || len(got[Pinned]) != 0 {
+		t.Errorf("after lifting both: rules = %v", got)
 	}
 }
