@@ -132,6 +132,8 @@ fuzz frontier FuzzDecodeFetched 15000x
 fuzz warc FuzzScan 15000x
 fuzz crawl FuzzFetchLinks 8000x
 fuzz crawl FuzzRetryAfter 15000x
+fuzz crawl FuzzCanonicalLink 15000x
+fuzz fingerprint FuzzOf 10000x
 fuzz sitemap FuzzParse 8000x
 # The per-URL stores: the log's batches and the captures' values, read back
 # by every process that follows the log.

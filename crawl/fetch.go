@@ -145,6 +145,11 @@ type Page struct {
 	// Print is the fingerprint of a 2xx HTML page's body (nil for other
 	// answers): its payload digest, SimHash and text blocks.
 	Print *fingerprint.Print
+	// Canonical is the absolute URL the page names as its canonical one,
+	// by a Link: <…>; rel="canonical" header or a <link rel=canonical>
+	// (the header first); a hint, never followed as such unless
+	// FetcherOptions says so.
+	Canonical string
 	// DuplicateOf is an earlier URL of the crawl whose page this one is,
 	// DuplicateKind how they matched (dust.Exact, dust.Near); set by the
 	// Crawler's learning.
@@ -536,9 +541,53 @@ func (f *Fetcher) describe(r *fetchResult, resp *http.Response) {
 	r.headers = resp.Header
 	r.page.Status = resp.StatusCode
 	r.page.ContentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if href := canonicalLink(resp.Header.Values("Link")); href != "" {
+		if c, err := resp.Request.URL.Parse(href); err == nil && (c.Scheme == "http" || c.Scheme == "https") {
+			c.Fragment, c.RawFragment = "", ""
+			r.page.Canonical = c.String()
+		}
+	}
 	if hasNoFollow(xRobotsTag(resp.Header.Values("X-Robots-Tag"), robotsToken(f.opts.UserAgent))) {
 		r.page.NoFollow = true
 	}
+}
+
+// canonicalLink returns the target of the first link with relation
+// canonical in Link header values (RFC 8288: `<target>; rel="canonical"`,
+// several links per value, rel a space-separated list).
+func canonicalLink(values []string) string {
+	for _, v := range values {
+		for v != "" {
+			v = strings.TrimLeft(v, " \t,")
+			if !strings.HasPrefix(v, "<") {
+				return ""
+			}
+			end := strings.IndexByte(v, '>')
+			if end < 0 {
+				return ""
+			}
+			target, rest := v[1:end], v[end+1:]
+			params := rest
+			if i := strings.IndexByte(rest, ','); i >= 0 {
+				params, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = ""
+			}
+			for _, p := range strings.Split(params, ";") {
+				name, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+				if !ok || !strings.EqualFold(strings.TrimSpace(name), "rel") {
+					continue
+				}
+				for _, rel := range strings.Fields(strings.Trim(strings.TrimSpace(val), `"`)) {
+					if strings.EqualFold(rel, "canonical") {
+						return target
+					}
+				}
+			}
+			v = rest
+		}
+	}
+	return ""
 }
 
 // isHTML reports whether a media type is read for links (none: sniffed
@@ -559,6 +608,14 @@ func (f *Fetcher) readHTML(rawURL string, resp *http.Response, r *fetchResult) e
 		r.page.Truncated = true
 	}
 	r.page.Print = fingerprintOf(body)
+	if href := r.page.Print.Canonical; href != "" && r.page.Canonical == "" {
+		if base, err := url.Parse(rawURL); err == nil {
+			if c, err := base.Parse(href); err == nil && (c.Scheme == "http" || c.Scheme == "https") {
+				c.Fragment, c.RawFragment = "", ""
+				r.page.Canonical = c.String()
+			}
+		}
+	}
 	f.parse(rawURL, resp, body, r)
 	return nil
 }

@@ -75,3 +75,17 @@ type atomicString struct {
 
 func (a *atomicString) store(s string) { a.mu.Lock(); a.s = s; a.mu.Unlock() }
 func (a *atomicString) load() string   { a.mu.Lock(); defer a.mu.Unlock(); return a.s }
+
+// FuzzCanonicalLink: a Link header is untrusted bytes; its parser never
+// panics, and what it returns is the inside of one <…>.
+func FuzzCanonicalLink(f *testing.F) {
+	for _, s := range []string{`<https://a.example/x>; rel="canonical"`, `<a>; rel=next, <b>; rel="alternate canonical"`, `<`, `<x>;rel`, `, ,<y>`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := canonicalLink([]string{v})
+		if got != "" && !strings.Contains(v, "<"+got+">") {
+			t.Errorf("canonicalLink(%q) = %q, not a <target> of the value", v, got)
+		}
+	})
+}

@@ -111,7 +111,7 @@ func (c *Crawler) handle(key string, j *job) {
 		// Another spelling of a page fetched already, by rules learned
 		// since this one was admitted.
 		c.sched.Done(key, time.Time{}, 0)
-		c.stats.spelling(entry.Crawl, u.Hostname())
+		c.stats.spelling(entry.Crawl, u.Host)
 		o.Logger.Debug("another spelling of a page fetched: dropped", "url", entry.URL, "of", of)
 		c.ack(ctx, msg)
 		return
@@ -144,7 +144,7 @@ func (c *Crawler) handle(key string, j *job) {
 	}
 	page, pause, err := c.fetcher.fetchAs(wait, fctx, entry.URL, read)
 	if err == nil {
-		c.observe(wait, ctx, entry, u.Hostname(), page, pause)
+		c.observe(wait, ctx, entry, u.Host, page, pause)
 	}
 	c.sched.Done(key, start, pause)
 	if fatal, aerr := c.archiveErr(tr, err); aerr != nil {
@@ -222,6 +222,7 @@ func (c *Crawler) handle(key string, j *job) {
 				c.retryLater(msg, err.Error())
 				return
 			}
+			c.redirected(entry, target)
 		}
 		if entry.Depth == 0 {
 			// A seed that moved (http://example.com/ →

@@ -3,7 +3,9 @@ package crawl
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,26 +27,47 @@ import (
 // rule is learned from meet in one Learner; a crawler starting a crawl
 // loads what the bucket holds, so rules outlive it.
 
-// learning holds a crawler's Learners, one per crawl that learns.
+// learning holds a crawler's Learners, one per crawl; pinned and vetoed
+// rules are read again from the crawl's record every few seconds.
 type learning struct {
 	rules *frontier.Rules
 	reg   *frontier.Crawls
 
 	kick chan struct{} // a crawl's active rules changed: share them now
 
-	mu      sync.Mutex
-	crawls  map[string]*dust.Learner // nil: the crawl does not learn
-	retryAt map[string]time.Time     // crawls whose settings could not be read, until when
+	mu        sync.Mutex
+	crawls    map[string]*dust.Learner
+	retryAt   map[string]time.Time // crawls whose settings could not be read, until when
+	overrides map[string]string    // the pinned and vetoed rules each Learner has, as read
+	refreshed time.Time            // when the records' pins and vetoes were last read
 }
 
 func newLearning(rules *frontier.Rules, reg *frontier.Crawls) *learning {
-	return &learning{rules: rules, reg: reg, kick: make(chan struct{}, 1), crawls: map[string]*dust.Learner{}, retryAt: map[string]time.Time{}}
+	return &learning{rules: rules, reg: reg, kick: make(chan struct{}, 1), crawls: map[string]*dust.Learner{},
+		retryAt: map[string]time.Time{}, overrides: map[string]string{}}
+}
+
+// overridesOf reads a crawl record's pinned and vetoed rules (those that do
+// not parse are skipped: the command that writes them validates them), and
+// a signature that changes when they do.
+func overridesOf(rec frontier.CrawlRecord) (pin, veto []dust.HostRule, sig string) {
+	for _, s := range rec.PinRules {
+		if hr, err := dust.ParseHostRule(s); err == nil && hr.Host != "" {
+			pin = append(pin, hr)
+		}
+	}
+	for _, s := range rec.VetoRules {
+		if hr, err := dust.ParseHostRule(s); err == nil {
+			veto = append(veto, hr)
+		}
+	}
+	return pin, veto, strings.Join(rec.PinRules, "\n") + "\x00" + strings.Join(rec.VetoRules, "\n")
 }
 
 // of returns crawl's Learner, making it from the crawl's record and the
-// rules stored for it (and for the crawl its rules come from); nil when
-// the crawl does not learn, or its record cannot be read now (learning
-// waits, fetching does not).
+// rules stored for it (and for the crawl its rules come from); a crawl
+// whose learning is off gets one that only finds duplicates. nil when its
+// record cannot be read now (learning waits, fetching does not).
 func (l *learning) of(ctx context.Context, crawl string) *dust.Learner {
 	if l == nil {
 		return nil
@@ -73,20 +96,10 @@ func (l *learning) open(ctx context.Context, crawl string) (*dust.Learner, error
 	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
 		return nil, err
 	}
-	if rec.Settings.Learn == "off" {
-		return nil, nil
-	}
-	o := dust.Options{Incarnation: rec.Incarnation}
-	for _, s := range rec.PinRules {
-		if hr, err := dust.ParseHostRule(s); err == nil && hr.Host != "" {
-			o.Pin = append(o.Pin, hr)
-		}
-	}
-	for _, s := range rec.VetoRules {
-		if hr, err := dust.ParseHostRule(s); err == nil {
-			o.Veto = append(o.Veto, hr)
-		}
-	}
+	o := dust.Options{Incarnation: rec.Incarnation, NoRules: rec.Settings.Learn == "off"}
+	var sig string
+	o.Pin, o.Veto, sig = overridesOf(rec)
+	l.overrides[crawl] = sig
 	lr := dust.NewLearner(o)
 	if from := rec.Settings.RulesFrom; from != "" {
 		prior, err := l.rules.List(ctx, from)
@@ -124,7 +137,37 @@ func (l *learning) share(ctx context.Context, period time.Duration, log func(msg
 	}
 }
 
+// refresh gives each Learner the pinned and vetoed rules its crawl's
+// record holds now, if they changed (an operator's `crawler rules veto`).
+func (l *learning) refresh(ctx context.Context) {
+	l.mu.Lock()
+	crawls := make(map[string]*dust.Learner, len(l.crawls))
+	maps.Copy(crawls, l.crawls)
+	l.refreshed = time.Now()
+	l.mu.Unlock()
+	for crawl, lr := range crawls {
+		rec, err := l.reg.Get(ctx, crawl)
+		if err != nil {
+			continue
+		}
+		pin, veto, sig := overridesOf(rec)
+		l.mu.Lock()
+		changed := l.overrides[crawl] != sig
+		l.overrides[crawl] = sig
+		l.mu.Unlock()
+		if changed {
+			lr.Override(pin, veto)
+		}
+	}
+}
+
 func (l *learning) flush(ctx context.Context, log func(msg string, args ...any)) {
+	l.mu.Lock()
+	stale := time.Since(l.refreshed) > 5*time.Second
+	l.mu.Unlock()
+	if stale {
+		l.refresh(ctx)
+	}
 	l.mu.Lock()
 	type pending struct {
 		crawl string
@@ -132,9 +175,7 @@ func (l *learning) flush(ctx context.Context, log func(msg string, args ...any))
 	}
 	var all []pending
 	for c, lr := range l.crawls {
-		if lr != nil {
-			all = append(all, pending{c, lr})
-		}
+		all = append(all, pending{c, lr})
 	}
 	l.mu.Unlock()
 	for _, p := range all {
@@ -181,9 +222,22 @@ func (c *Crawler) observe(wait, ctx context.Context, entry frontier.Entry, host 
 		default:
 		}
 	}
+	if page.Canonical != "" {
+		if canon, err := c.opts.Canonicalize(page.Canonical); err == nil && canon != entry.URL {
+			lr.Hint(canon, entry.URL)
+		}
+	}
 	if v.Of != "" {
 		c.stats.duplicate(entry.Crawl, host, v.Kind, page.Print.Size)
 		page.DuplicateOf, page.DuplicateKind = v.Of, v.Kind
+	}
+}
+
+// redirected tells the crawl's Learner that the URL of entry redirects
+// to target (canonical): a hint that they name one page.
+func (c *Crawler) redirected(entry frontier.Entry, target string) {
+	if lr := c.learn.of(c.jobCtx, entry.Crawl); lr != nil {
+		lr.Hint(entry.URL, target)
 	}
 }
 

@@ -37,7 +37,7 @@ type Fetched struct {
 	// same page but for its render-to-render noise).
 	DuplicateOf string `json:"duplicate_of,omitempty"`
 	Duplicate   string `json:"duplicate,omitempty"`
-	Redirect  string `json:"redirect,omitempty"`
+	Redirect    string `json:"redirect,omitempty"`
 	// Record is "response" or "revisit" when the fetch was archived, with
 	// its WARC file and the offset and length of its gzip member.
 	Record   string `json:"record,omitempty"`
