@@ -30,7 +30,9 @@ pipeline()  { run "Pipeline: NATS in → normalize → filter → NATS out, vs n
 crawl()     { run "Crawl of a generated 5,000-page trap site: Sieve (NATS + dedup worker + crawler) vs plain colly" \
                 go test ./crawl -count=1 -run '^$' -bench 'CrawlVsColly' -benchtime 1x -v -timeout 60m; }
 dust()      { run "One page, one fetch: the DUST web (testsite.StartDust: six hosts that spell each page many ways, a control host of distinct look-alikes) crawled embedded with learning off (the baseline, capped at 15,000 fetches) and on, alternating, 3 times each: fetches per distinct page, pages lost, duplicates, spellings dropped, second renders" \
-                go test ./cmd/crawler -count=1 -run '^TestDustBench$' -sieve.dustbench -v -timeout 60m; }
+                go test ./cmd/crawler -count=1 -run '^TestDustBench$' -sieve.dustbench -v -timeout 60m
+              run "One page, one fetch: a Learner's bytes per remembered page (vs the fingerprints alone) and time per page observed, at 10,000, 50,000 (its ceiling) and 100,000 pages" \
+                go test ./dust -count=1 -run '^TestLearnerCost$' -sieve.dustcost -v -timeout 30m; }
 archive()   { run "Crawl of the 5,000-page test site with and without a WARC archive, alternating, medians of 3: time ratio (goal ≤ 1.1) and peak heap" \
                 go test ./crawl -count=1 -run '^$' -bench 'ArchiveCost' -benchtime 1x -v -timeout 60m; }
 replicas()  { run "redis.wait_replicas: the pipeline on a Redis Cluster (3 masters + 1 replica each) without and with the wait, median of 3" \

@@ -23,8 +23,8 @@ type Options struct {
 	// to measure what changes between two renders (4).
 	Refetches int
 	// MaxPages bounds the pages remembered across the crawl's hosts
-	// (100,000): past it, pages are still compared with those remembered,
-	// but not remembered themselves.
+	// (50,000, about 45 MB at 60 text blocks a page): past it, pages are
+	// still compared with those remembered, but not remembered themselves.
 	MaxPages int
 	// AuditFirst: the AuditFirst-th spelling the rules would drop at fetch
 	// time is fetched anyway, so that a counterexample can still be seen,
@@ -60,7 +60,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MinSupport, 3)
 	def(&o.NearBits, 12)
 	def(&o.Refetches, 4)
-	def(&o.MaxPages, 100_000)
+	def(&o.MaxPages, 50_000)
 	def(&o.AuditFirst, 16)
 	if o.Now == nil {
 		o.Now = time.Now
@@ -122,6 +122,7 @@ type host struct {
 	byDigest  map[string]int32
 	byText    map[uint64]int32
 	byStable  map[uint64]int32
+	byLoose   map[uint64][]int32 // loose key → the last maxLoose pages with it
 	noise     map[uint32]bool // block paths that changed between two renders
 	stable    map[uint32]bool // block paths that did not
 	refetches int
@@ -220,7 +221,7 @@ func (l *Learner) Load(records []HostRules) {
 func (l *Learner) host(name string) *host {
 	h, ok := l.hosts[name]
 	if !ok {
-		h = &host{name: name, seq: len(l.hosts), byDigest: map[string]int32{}, byText: map[uint64]int32{}, byStable: map[uint64]int32{},
+		h = &host{name: name, seq: len(l.hosts), byDigest: map[string]int32{}, byText: map[uint64]int32{}, byStable: map[uint64]int32{}, byLoose: map[uint64][]int32{},
 			noise: map[uint32]bool{}, stable: map[uint32]bool{}, learned: map[string]*Learned{}, cands: map[string]*candidate{}}
 		l.hosts[name] = h
 	}
@@ -352,7 +353,7 @@ func (l *Learner) observe(u string, p fingerprint.Print, mayRefetch bool) Verdic
 		return Verdict{}
 	}
 	h := l.host(sp.Host)
-	cur := page{url: u, host: h, digest: p.Digest, text: p.Text, sim: p.SimHash, blocks: p.Blocks}
+	cur := page{url: u, host: h, digest: p.Digest, text: p.Text, sim: p.SimHash, blocks: keptBlocks(p.Blocks)}
 	var v Verdict
 	var of int32 = -1
 	switch i, ok := h.byDigest[p.Digest]; {
@@ -372,7 +373,7 @@ func (l *Learner) observe(u string, p fingerprint.Print, mayRefetch bool) Verdic
 		if !mayRefetch || l.o.NoRules || h.refetches >= l.o.Refetches {
 			break
 		}
-		if near := l.nearest(h, p); near >= 0 && l.mergeable(h, l.pages[near].url, u) &&
+		if near := l.nearest(h, u, p); near >= 0 && l.mergeable(h, l.pages[near].url, u) &&
 			h.untested(fingerprint.Changed(l.pages[near].blocks, p.Blocks)) {
 			return Verdict{Refetch: true}
 		}
@@ -392,6 +393,12 @@ func (l *Learner) observe(u string, p fingerprint.Print, mayRefetch bool) Verdic
 		idx = int32(len(l.pages))
 		l.pages = append(l.pages, cur)
 		h.pages = append(h.pages, idx)
+		lk := l.hash(loose(u))
+		if same := h.byLoose[lk]; len(same) >= maxLoose {
+			h.byLoose[lk] = append(same[1:], idx)
+		} else {
+			h.byLoose[lk] = append(same, idx)
+		}
 		if _, ok := h.byDigest[p.Digest]; !ok && p.Digest != "" {
 			h.byDigest[p.Digest] = idx
 		}
@@ -502,14 +509,59 @@ func (l *Learner) Hint(a, b string) {
 
 // nearest is the remembered page of h closest to p by SimHash, within
 // NearBits, or -1.
-func (l *Learner) nearest(h *host, p fingerprint.Print) int32 {
+//
+// Only pages that some rules could merge with u are looked at: those with
+// u's loose key (package loose), at most the last maxLoose of them, so the
+// look-up costs the same on a host of a million pages as on one of ten.
+func (l *Learner) nearest(h *host, u string, p fingerprint.Print) int32 {
 	best, bestD := int32(-1), l.o.NearBits+1
-	for _, i := range h.pages {
+	for _, i := range h.byLoose[l.hash(loose(u))] {
 		if d := fingerprint.Distance(l.pages[i].sim, p.SimHash); d < bestD {
 			best, bestD = i, d
 		}
 	}
 	return best
+}
+
+// maxKept is the most blocks a remembered page keeps: the first
+// maxKept-1 and one that folds the rest (its Path never a real one's), so a
+// difference past them still tells two pages apart.
+const maxKept = 64
+
+// foldPath is the Path of the block that folds a long page's last blocks.
+const foldPath = 0xffffffff
+
+func keptBlocks(b []fingerprint.Block) []fingerprint.Block {
+	if len(b) <= maxKept {
+		return b
+	}
+	var x uint32 = 2166136261
+	for _, r := range b[maxKept-1:] {
+		x = (x ^ r.Path) * 16777619
+		x = (x ^ r.Text) * 16777619
+	}
+	out := make([]fingerprint.Block, maxKept)
+	copy(out, b[:maxKept-1])
+	out[maxKept-1] = fingerprint.Block{Path: foldPath, Text: x}
+	return out
+}
+
+// maxLoose bounds the pages a loose key keeps for nearest.
+const maxLoose = 64
+
+// loose is u with every rule of every kind applied as far as it goes: path
+// in lower case, repeated segments, index files, extensions and trailing
+// slashes gone, and no query. Two URLs that any rules could give one key
+// have one loose key.
+func loose(u string) string {
+	p, ok := Split(u)
+	if !ok {
+		return u
+	}
+	r := Rules{lower: true, dupseg: true, slash: true, index: IndexNames, ext: Extensions}
+	p.Path = r.rewritePath(p.Path)
+	p.Query = ""
+	return p.String()
 }
 
 // untested reports whether some of the paths have been seen neither
