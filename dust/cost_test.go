@@ -66,5 +66,11 @@ func TestLearnerCost(t *testing.T) {
 		runtime.KeepAlive(urls)
 		t.Logf("%d pages: Learner %.0f B/page (fingerprints alone %.0f B/page, ratio %.2f), %.1f µs/page observed",
 			n, float64(live)/float64(n), float64(base)/float64(n), float64(live)/float64(base), float64(took.Microseconds())/float64(n))
+		if n <= DefaultMaxPages {
+			// dedup-worker plan states BytesPerPage: it must stay true.
+			if r := float64(live) / float64(n) / BytesPerPage; r < 0.8 || r > 1.25 {
+				t.Errorf("%d pages: %.0f B/page measured, %.2f× dust.BytesPerPage (%d): update the constant", n, float64(live)/float64(n), r, BytesPerPage)
+			}
+		}
 	}
 }

@@ -10,6 +10,14 @@ import (
 	"github.com/sievecrawl/sieve/fingerprint"
 )
 
+// What a Learner costs (TestLearnerCost, ./bench.sh dust): it remembers
+// at most DefaultMaxPages pages a crawl, about BytesPerPage each (a page of
+// 60 text blocks), whatever the crawl's size.
+const (
+	DefaultMaxPages = 50_000
+	BytesPerPage    = 870
+)
+
 // Options configures a Learner. Zero values mean the defaults beside them.
 type Options struct {
 	// MinSupport is how many pairs of URLs with the same page a rule must
@@ -60,7 +68,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MinSupport, 3)
 	def(&o.NearBits, 12)
 	def(&o.Refetches, 4)
-	def(&o.MaxPages, 50_000)
+	def(&o.MaxPages, DefaultMaxPages)
 	def(&o.AuditFirst, 16)
 	if o.Now == nil {
 		o.Now = time.Now
@@ -123,8 +131,8 @@ type host struct {
 	byText    map[uint64]int32
 	byStable  map[uint64]int32
 	byLoose   map[uint64][]int32 // loose key → the last maxLoose pages with it
-	noise     map[uint32]bool // block paths that changed between two renders
-	stable    map[uint32]bool // block paths that did not
+	noise     map[uint32]bool    // block paths that changed between two renders
+	stable    map[uint32]bool    // block paths that did not
 	refetches int
 	learned   map[string]*Learned // by Rule.String()
 	cands     map[string]*candidate

@@ -14,6 +14,7 @@ import (
 	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/dust"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/urlfrontier"
 )
@@ -292,6 +293,7 @@ type systemPlan struct {
 	QueuesSnapshot       uint64 // the queues' index snapshot, a replica
 	Stream               uint64 // the frontier stream, a replica
 	CrawlerRAM           uint64 // each archiving crawler's captures store
+	LearnRAM             uint64 // each crawler's Learner, per crawl (package dust)
 	CapturesIndex        uint64 // each archiving crawler's captures index
 	CapturesLog          uint64 // the captures' log, a replica
 	CapturesSnapshot     uint64 // the captures' index snapshot, a replica
@@ -319,6 +321,7 @@ func planSystem(so systemOptions, p dedup.FilterPlan) systemPlan {
 		QueuesSnapshot:   urlfrontier.DiskIndexBytesPerURL * n,
 		Stream:           frontier.StreamBytesPerURL * uint64(so.Waiting),
 		CrawlerRAM:       captures.DiskRAMBytesFixed,
+		LearnRAM:         dust.BytesPerPage * min(n, dust.DefaultMaxPages),
 		CapturesIndex:    captures.DiskIndexBytesPerURL * n,
 		CapturesLog:      captures.DiskLogBytesPerURL * n,
 		CapturesSnapshot: captures.DiskIndexBytesPerURL * n,
@@ -380,7 +383,7 @@ func (s systemPlan) stores() uint64 {
 // nodeFixed is what every node of a deployment holds whatever their
 // number: a serve and an archiving crawler, in RAM and with their indexes.
 func (s systemPlan) nodeFixed() (ram, disk uint64) {
-	return s.ServeRAM + s.CrawlerRAM, s.ServeIndex + s.CapturesIndex
+	return s.ServeRAM + s.CrawlerRAM + s.LearnRAM, s.ServeIndex + s.CapturesIndex
 }
 
 // printSystem writes the whole system's table, its totals and, with a node
@@ -422,6 +425,8 @@ func printSystem(w io.Writer, s systemPlan) {
 		fmt.Sprintf("frontier (TestFrontierStreamBytes): %d B a waiting URL, S2", frontier.StreamBytesPerURL))
 	row("archiving crawler's captures", s.CrawlerRAM, s.CapturesIndex, 0,
 		fmt.Sprintf("captures (TestCaptureCost): RAM fixed; index %d B a URL", captures.DiskIndexBytesPerURL))
+	row("crawler's learning (one page, one fetch)", s.LearnRAM, 0, 0,
+		fmt.Sprintf("dust (TestLearnerCost): %d B a page fetched, at most %s pages a crawl; rules: a record per host with learned rules, nothing per URL", dust.BytesPerPage, num(dust.DefaultMaxPages)))
 	row("captures' log (stores' stream)", 0, 0, s.CapturesLog,
 		fmt.Sprintf("captures (TestCaptureCost): %d B a capture, one a URL (revisits add more, compacted to about two snapshots' worth)", captures.DiskLogBytesPerURL))
 	row("captures' snapshot (<PREFIX>_STORE_SNAP)", 0, 0, s.CapturesSnapshot,

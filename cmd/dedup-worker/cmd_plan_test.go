@@ -12,6 +12,7 @@ import (
 
 	"github.com/sievecrawl/sieve/captures"
 	"github.com/sievecrawl/sieve/dedup"
+	"github.com/sievecrawl/sieve/dust"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/redistest"
 	"github.com/sievecrawl/sieve/urlfrontier"
@@ -97,6 +98,7 @@ func TestPlanCommand(t *testing.T) {
 type systemCosts struct {
 	serveRAM, serveIndex, queuesLog, queuesSnap, stream  uint64
 	crawlerRAM, capturesIndex, capturesLog, capturesSnap uint64
+	learnRAM                                             uint64 // a crawler's Learner
 	fixedRAM, fixedDisk, stores, replicas                uint64 // a node's serve and crawler; a replica of the stores' stream
 	shard, shards, redisBytes, memoryBytes               uint64 // the filter's, from its plan
 }
@@ -115,6 +117,7 @@ func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) system
 		queuesSnap:    urlfrontier.DiskIndexBytesPerURL * n,
 		stream:        frontier.StreamBytesPerURL * uint64(waiting),
 		crawlerRAM:    captures.DiskRAMBytesFixed,
+		learnRAM:      dust.BytesPerPage * min(n, dust.DefaultMaxPages),
 		capturesIndex: captures.DiskIndexBytesPerURL * n,
 		capturesLog:   captures.DiskLogBytesPerURL * n,
 		capturesSnap:  captures.DiskIndexBytesPerURL * n,
@@ -124,7 +127,7 @@ func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) system
 		redisBytes:    p.Redis.Bytes,
 		memoryBytes:   p.Memory.Bytes,
 	}
-	c.fixedRAM, c.fixedDisk = c.serveRAM+c.crawlerRAM, c.serveIndex+c.capturesIndex
+	c.fixedRAM, c.fixedDisk = c.serveRAM+c.crawlerRAM+c.learnRAM, c.serveIndex+c.capturesIndex
 	c.stores = c.queuesLog + c.queuesSnap + c.capturesLog + c.capturesSnap
 	return c
 }
@@ -236,6 +239,7 @@ func TestPlanWholeSystem(t *testing.T) {
 				"queues' snapshot (<PREFIX>_STORE_SNAP)":   cells(0, 0, c.queuesSnap),
 				"frontier stream (native path)":            cells(0, 0, c.stream),
 				"archiving crawler's captures":             cells(c.crawlerRAM, c.capturesIndex, 0),
+				"crawler's learning (one page, one fetch)": cells(c.learnRAM, 0, 0),
 				"captures' log (stores' stream)":           cells(0, 0, c.capturesLog),
 				"captures' snapshot (<PREFIX>_STORE_SNAP)": cells(0, 0, c.capturesSnap),
 			}
