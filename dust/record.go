@@ -160,13 +160,17 @@ func (s *Set) Key(u string) string {
 	if !ok {
 		return u
 	}
+	orig := p
 	if r.mirror != "" {
 		p.Host = r.mirror
 		t := s.hosts[r.mirror]
 		t.mirror = "" // a mirror of a mirror stops at the first
 		r = t
 	}
-	return r.rewrite(p).String()
+	if k := r.rewrite(p); k != orig {
+		return k.String()
+	}
+	return u // unchanged: no new string
 }
 
 // sortRules orders rules as they apply, then by argument.

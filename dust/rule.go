@@ -233,6 +233,17 @@ func (c Rules) rewriteQuery(q string) string {
 	if len(c.params) == 0 || q == "" {
 		return q
 	}
+	named := false
+	for _, p := range c.params {
+		name, _, _ := strings.Cut(p, "=")
+		if strings.Contains(q, name) {
+			named = true
+			break
+		}
+	}
+	if !named {
+		return q // the common case costs no allocation
+	}
 	parts := strings.Split(q, "&")
 	out := parts[:0]
 	for _, p := range parts {

@@ -132,3 +132,24 @@ func TestHostRulesRecord(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKey is the cost a dedup worker pays per URL for a crawl's
+// rules, on a URL its host's rules leave as it is (the common case) and on
+// one they rewrite, with a host without rules as the baseline.
+func BenchmarkKey(b *testing.B) {
+	set := NewSet([]HostRules{{Host: "shop.test", Rules: []Learned{
+		{Rule: Rule{Kind: KindParam, Arg: "zsid"}, State: Active},
+		{Rule: Rule{Kind: KindSlash}, State: Active}}}})
+	for _, c := range []struct{ name, u string }{
+		{"no rules for the host", "https://other.test/catalog/item/12345?color=red&size=9"},
+		{"rules, unchanged", "https://shop.test/catalog/item/12345?color=red&size=9"},
+		{"rules, rewritten", "https://shop.test/catalog/item/12345/?color=red&zsid=0af3c9&size=9"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = set.Key(c.u)
+			}
+		})
+	}
+}
