@@ -962,6 +962,9 @@ func (l *Learner) settle(h *host) {
 	for id, c := range h.cands {
 		for _, r := range c.rules {
 			lr := h.learned[r.String()]
+			if lr == nil {
+				continue
+			}
 			if lr.State == Candidate && (lr.Support != c.support || lr.Counter != c.counter) {
 				lr.Support, lr.Counter, lr.Examples = c.support, c.counter, c.examples
 				h.dirty = true
@@ -971,6 +974,9 @@ func (l *Learner) settle(h *host) {
 		case c.counter > 0:
 			for _, r := range c.rules {
 				lr := h.learned[r.String()]
+				if lr == nil {
+					continue
+				}
 				if lr.State == Candidate && l.onlyIn(h, r, id) {
 					lr.State, lr.Since, lr.CounterExample = Retired, now, c.counterX
 				}
@@ -980,6 +986,15 @@ func (l *Learner) settle(h *host) {
 		case c.support >= 1 && c.support+c.hints >= l.o.MinSupport:
 			for _, r := range c.rules {
 				lr := h.learned[r.String()]
+				if lr == nil {
+					continue
+				}
+				if name, _, isValue := strings.Cut(r.Arg, "="); r.Kind == KindParam && isValue {
+					if g, ok := h.learned[string(KindParam)+":"+name]; ok && g.State.rewrites() {
+						delete(h.learned, r.String()) // the general rule holds already
+						continue
+					}
+				}
 				if lr.State == Candidate {
 					lr.State, lr.Since = Active, now
 					lr.Support, lr.Examples, lr.Wasted = c.support, c.examples, c.support

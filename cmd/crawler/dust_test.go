@@ -24,6 +24,13 @@ import (
 // crawler, learning as the crawl's settings say, and returns what each
 // family cost: distinct pages, fetches, pages never fetched.
 func dustCrawl(tb testing.TB, learn string, maxPages int) (web *testsite.DustWeb, byFamily map[string][3]int, sum runSummary) {
+	web, byFamily, sum, _ = dustCrawlIn(tb, tb.TempDir(), learn, maxPages)
+	return web, byFamily, sum
+}
+
+// dustCrawlIn is dustCrawl in the data dir dir; it also returns what
+// `crawler rules` says of the crawl afterwards.
+func dustCrawlIn(tb testing.TB, dir, learn string, maxPages int) (web *testsite.DustWeb, byFamily map[string][3]int, sum runSummary, rules string) {
 	tb.Helper()
 	web, err := testsite.StartDust(testsite.DustOptions{})
 	if err != nil {
@@ -32,11 +39,14 @@ func dustCrawl(tb testing.TB, learn string, maxPages int) (web *testsite.DustWeb
 	tb.Cleanup(web.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	args := append([]string{"run", "--embedded", "--data-dir", tb.TempDir(), "--seed", strings.Join(web.Seeds(), ","),
+	args := append([]string{"run", "--embedded", "--data-dir", dir, "--seed", strings.Join(web.Seeds(), ","),
 		"--idle-exit", "2s", "--crawl-max-pages", fmt.Sprint(maxPages), "--learn", learn}, testRunFlags(8)...)
 	code, stdout, stderr := runCLI(tb, ctx, append(args, "--json")...)
 	if code != 0 {
 		tb.Fatalf("crawler run: exit %d\n%s", code, stderr)
+	}
+	if code, out, _ := runCLI(tb, ctx, "rules", "--data-dir", dir); code == 0 {
+		rules = out
 	}
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
 		tb.Fatalf("summary: %v\n%s", err, stdout)
@@ -53,7 +63,7 @@ func dustCrawl(tb testing.TB, learn string, maxPages int) (web *testsite.DustWeb
 		}
 		byFamily[fam] = c
 	}
-	return web, byFamily, sum
+	return web, byFamily, sum, rules
 }
 
 // dustTable prints byFamily and returns the totals.
@@ -131,11 +141,16 @@ func TestDustBench(t *testing.T) {
 	var secs [2][]float64
 	for run := range 3 {
 		for i, learn := range []string{"off", "on"} {
-			_, byFamily, sum := dustCrawl(t, learn, 15_000)
+			_, byFamily, sum, rules := dustCrawlIn(t, t.TempDir(), learn, 15_000)
 			pages, fetches, lost := dustTable(t, fmt.Sprintf("run %d, learn %s", run+1, learn), byFamily)
 			st := sum.Crawler
 			t.Logf("run %d, learn %s: %.1fs, end %s, duplicates %v, spellings dropped %d, second renders %d, lost %d",
 				run+1, learn, sum.Seconds, sum.End, st.Duplicates, st.Spellings, st.NoiseFetches, lost)
+			if learn == "on" && run == 0 {
+				// The rules learned: each with its support, the fetches
+				// wasted before it was active and those it saved.
+				t.Logf("crawler rules after run 1:\n%s", rules)
+			}
 			ratios[i] = append(ratios[i], float64(fetches)/float64(pages))
 			secs[i] = append(secs[i], sum.Seconds)
 		}
