@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
+	"net"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/stats"
 
 	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/config"
@@ -109,3 +114,125 @@ func (s *serverSecurity) close() {
 	}
 	s.closers = nil
 }
+
+// handshakeTimeout bounds a connection's handshake on the gRPC server (TLS,
+// then HTTP/2's preface and settings). grpc's default, 120 s, let a client
+// that sent one byte hold a goroutine and a descriptor for two minutes,
+// and the server's stop with them.
+const handshakeTimeout = 10 * time.Second
+
+// handshakes tracks a gRPC server's connections from Accept until their
+// handshake ends, so that a stopping server can cut those that never
+// finish one: grpc.Server's GracefulStop and Stop both wait for every
+// handshake under way (up to handshakeTimeout), and a connection still
+// in its handshake has no call to finish. A connection's handshake ends
+// when grpc tags it (its stats.Handler's TagConn, once the transport is
+// up) or when it is closed (a failed handshake). It is safe for
+// concurrent use; the zero value is not usable, use newHandshakes.
+type handshakes struct {
+	mu      sync.Mutex
+	pending map[handshakeKey]*handshakeConn
+	cut     bool // cutAll was called: every later connection is closed at once
+}
+
+// handshakeKey names a TCP connection by its two ends, as grpc's
+// stats.ConnTagInfo does.
+type handshakeKey struct{ remote, local string }
+
+func newHandshakes() *handshakes {
+	return &handshakes{pending: map[handshakeKey]*handshakeConn{}}
+}
+
+// listen returns lis, its accepted connections tracked.
+func (h *handshakes) listen(lis net.Listener) net.Listener {
+	return &handshakeListener{Listener: lis, h: h}
+}
+
+// serverOptions returns the grpc.ServerOptions that bound a handshake by
+// handshakeTimeout and tell h when one ended.
+func (h *handshakes) serverOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ConnectionTimeout(handshakeTimeout), grpc.StatsHandler(handshakeDone{h})}
+}
+
+// add tracks c, or closes it if cutAll was called.
+func (h *handshakes) add(c *handshakeConn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cut {
+		c.Conn.Close() // its handshake fails at once
+		return
+	}
+	h.pending[c.key] = c
+}
+
+// done stops tracking the connection of k.
+func (h *handshakes) done(k handshakeKey) {
+	h.mu.Lock()
+	delete(h.pending, k)
+	h.mu.Unlock()
+}
+
+// cutAll closes every connection still in its handshake, and every one
+// accepted from now on. Connections whose handshake ended are left to the
+// server's own stop.
+func (h *handshakes) cutAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cut = true
+	for k, c := range h.pending {
+		c.Conn.Close() // not c.Close, which takes h.mu
+		delete(h.pending, k)
+	}
+}
+
+func connKey(c net.Conn) handshakeKey {
+	return handshakeKey{remote: c.RemoteAddr().String(), local: c.LocalAddr().String()}
+}
+
+// handshakeListener is a net.Listener whose connections h tracks.
+type handshakeListener struct {
+	net.Listener
+	h *handshakes
+}
+
+func (l *handshakeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	t := &handshakeConn{Conn: c, h: l.h, key: connKey(c)}
+	l.h.add(t)
+	return t, nil
+}
+
+// handshakeConn is an accepted connection that leaves its handshakes'
+// tracking when closed.
+type handshakeConn struct {
+	net.Conn
+	h   *handshakes
+	key handshakeKey
+}
+
+func (c *handshakeConn) Close() error {
+	c.h.done(c.key)
+	return c.Conn.Close()
+}
+
+// handshakeDone is the stats.Handler that ends a connection's tracking
+// when grpc tags it: its handshake succeeded.
+type handshakeDone struct{ h *handshakes }
+
+var _ stats.Handler = handshakeDone{}
+
+func (d handshakeDone) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	if info.RemoteAddr != nil && info.LocalAddr != nil {
+		d.h.done(handshakeKey{remote: info.RemoteAddr.String(), local: info.LocalAddr.String()})
+	}
+	return ctx
+}
+
+func (handshakeDone) HandleConn(context.Context, stats.ConnStats) {}
+
+func (handshakeDone) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (handshakeDone) HandleRPC(context.Context, stats.RPCStats) {}

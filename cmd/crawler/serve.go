@@ -131,10 +131,12 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	defer srv.Close()
 	opened.Store(srv)
 	loading.Store("")
-	g := grpc.NewServer(append(srv.ServerOptions(int(u.MaxMessageBytes)), sec.grpcOptions(urlfrontier.Roles())...)...)
+	hs := newHandshakes()
+	opts := append(srv.ServerOptions(int(u.MaxMessageBytes)), sec.grpcOptions(urlfrontier.Roles())...)
+	g := grpc.NewServer(append(opts, hs.serverOptions()...)...)
 	srv.Register(g)
 	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
+	go func() { served <- g.Serve(hs.listen(lis)) }()
 	fmt.Fprintf(stderr, "urlfrontier listening on %s (%s)\n", lis.Addr(), sec.describe())
 	// A queues' index that fell behind the log's trims cannot be made
 	// current from the log: serve stops, and started again (as compose and
@@ -144,10 +146,14 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	case err := <-served:
 		return fmt.Errorf("urlfrontier: %w", err)
 	case <-srv.Stopped():
+		hs.cutAll()
 		g.Stop()
 		return fmt.Errorf("urlfrontier: the queues' index stopped following their log: %w", srv.Err())
 	}
-	// Finish the calls in hand for a while, then cut the streams.
+	// Finish the calls in hand for a while, then cut the streams. The
+	// handshakes under way are cut at once: the server's stop would wait
+	// for them, and they have no call to finish.
+	hs.cutAll()
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {
