@@ -86,6 +86,12 @@ func (l *learning) of(ctx context.Context, crawl string) *dust.Learner {
 		return nil
 	}
 	l.crawls[crawl] = lr
+	if lr.Urgent() { // rules loaded from another crawl: the workers need them now
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
 	return lr
 }
 

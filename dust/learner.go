@@ -222,6 +222,8 @@ func (l *Learner) Load(records []HostRules) {
 		if rec.Revision > h.revision {
 			h.revision = rec.Revision
 		}
+		h.dirty = true
+		l.urgent = true // shared at once: the workers of this crawl may not have them
 	}
 	l.rebuild()
 }

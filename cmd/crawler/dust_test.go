@@ -255,3 +255,45 @@ func TestDustRealDocs(t *testing.T) {
 		})
 	}
 }
+
+// TestDustRulesFrom crawls the DUST web twice in one data dir: the second
+// crawl, created with --rules-from the first, starts with its rules and
+// wastes no fetch learning them again.
+func TestDustRulesFrom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two crawls of ~800 pages")
+	}
+	web, err := testsite.StartDust(testsite.DustOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	crawlAs := func(id string, extra ...string) (perPage float64) {
+		web.Reset()
+		args := append([]string{"run", "--embedded", "--data-dir", dir, "--crawl-id", id, "--seed", strings.Join(web.Seeds(), ","),
+			"--idle-exit", "2s"}, append(extra, testRunFlags(8)...)...)
+		if code, _, stderr := runCLI(t, ctx, args...); code != 0 {
+			t.Fatalf("crawler run %s: exit %d\n%s", id, code, stderr)
+		}
+		fetches, lost := 0, 0
+		for _, id := range web.Pages() {
+			fetches += web.Fetches()[id]
+			if web.Fetches()[id] == 0 {
+				lost++
+			}
+		}
+		if lost != 0 {
+			t.Errorf("crawl %s: %d pages never fetched", id, lost)
+		}
+		return float64(fetches) / float64(len(web.Pages()))
+	}
+	first := crawlAs("first")
+	second := crawlAs("second", "--rules-from", "first")
+	t.Logf("fetches per distinct page: first crawl %.3f, second from its rules %.3f", first, second)
+	if second >= first || second > 1.06 {
+		t.Errorf("second crawl, from the first's rules: %.3f fetches per page, want fewer than the first (%.3f) and ≤ 1.06", second, first)
+	}
+}
