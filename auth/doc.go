@@ -62,10 +62,15 @@
 //
 // # gRPC
 //
-// Authenticator.GRPCOptions are the interceptors of a grpc.Server: each
-// call's credentials are its authorization metadata and the certificate
-// crypto/tls verified; the role it needs is looked up by its full method
-// name, and a method given no role is refused to everyone.
+// Authenticator.GRPCOptions check a grpc.Server's calls before any of
+// their messages is read: a tap (grpc.InTapHandle) sees a call's headers
+// as soon as they arrive, and a refused call's stream is reset, so a
+// client without a credential cannot make the server read, decode or
+// hold its messages; the headers themselves are bounded by
+// MaxMetadataBytes. Each call's credentials are its authorization
+// metadata and the certificate crypto/tls verified; the role it needs is
+// looked up by its full method name, and a method given no role is
+// refused to everyone.
 //
 // # TLS
 //

@@ -1,8 +1,11 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sievecrawl/sieve/auth"
@@ -306,4 +312,149 @@ func TestClientCARotated(t *testing.T) {
 	}
 	rotate(first)
 	waitFor(codes.Unauthenticated, "the next CA removed")
+}
+
+// TestGRPCRefusesBeforeReading pins issue 39's item 7: a call was
+// authorized by the interceptors, after grpc had read and decoded its
+// message, so an anonymous 20 MiB call was answered RESOURCE_EXHAUSTED
+// (160 of 15 MiB took a server from 143 to 367 MB) and 8 MiB of metadata
+// was read. Calls are now refused before any message is read, and
+// metadata beyond auth.MaxMetadataBytes is refused.
+func TestGRPCRefusesBeforeReading(t *testing.T) {
+	s := startGRPC(t)
+	c := dial(t, s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+	check := func(ctx context.Context, service string) codes.Code {
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		return status.Code(err)
+	}
+	huge := strings.Repeat("u", 20<<20) // beyond grpc's 4 MiB a message
+	pad := func(ctx context.Context, n int) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("p", n))
+	}
+	tests := []struct {
+		name string
+		ctx  context.Context
+		msg  string
+		want codes.Code
+	}{
+		{"anonymous, 20 MiB message", authtest.Bearer(t, ""), huge, codes.Unauthenticated},
+		{"unknown token, 20 MiB message", authtest.Bearer(t, "no-such-token-0123456789"), huge, codes.Unauthenticated},
+		{"read token, 20 MiB message (as before)", authtest.Bearer(t, readToken), huge, codes.ResourceExhausted},
+		{"read token, 1 KiB of metadata", pad(authtest.Bearer(t, readToken), 1<<10), "", codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := check(tt.ctx, tt.msg); got != tt.want {
+				t.Fatalf("Check = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// grpc-go's client honours the server's SETTINGS_MAX_HEADER_LIST_SIZE
+	// and refuses to send more; before, the server took 8 MiB.
+	if got := check(pad(authtest.Bearer(t, adminToken), 8<<20), ""); got == codes.OK {
+		t.Errorf("8 MiB of metadata with an admin token: OK, want it refused (metadata beyond %d bytes)", auth.MaxMetadataBytes)
+	}
+	// A client that sends them anyway, on HTTP/2 frames of its own: the
+	// server answered them (grpc-status 0) before; now it resets the
+	// stream or closes the connection (grpc's framer, as it reads).
+	cfg := s.ca.ClientTLS(t, authtest.Pair{})
+	cfg.NextProtos = []string{"h2"}
+	many := make([][2]string, 1024)
+	for i := range many {
+		many[i] = [2]string{fmt.Sprintf("x-pad-%d", i), strings.Repeat("p", 8<<10)}
+	}
+	raw := []struct {
+		name string
+		md   [][2]string
+		want string // "grpc-status 0", or "refused": any other answer
+	}{
+		{"one value of 8 MiB", [][2]string{{"x-pad", strings.Repeat("p", 8<<20)}}, "refused"},
+		{"1024 values of 8 KiB", many, "refused"},
+		{"1 KiB (as before)", [][2]string{{"x-pad", strings.Repeat("p", 1<<10)}}, "grpc-status 0"},
+	}
+	for _, tt := range raw {
+		t.Run("raw HTTP/2, admin token, "+tt.name, func(t *testing.T) {
+			answer := rawCall(t, s.addr, cfg, healthpb.Health_Check_FullMethodName, adminToken, tt.md)
+			got := answer
+			if !strings.HasPrefix(answer, "grpc-status") {
+				got = "refused"
+			}
+			if got != tt.want {
+				t.Fatalf("the server's answer: %s, want %s", answer, tt.want)
+			}
+			t.Logf("the server's answer: %s", answer)
+		})
+	}
+	if got := check(authtest.Bearer(t, readToken), ""); got != codes.OK {
+		t.Fatalf("a good call after them: %v", got)
+	}
+}
+
+// rawCall makes a unary call of method with an empty message and the
+// metadata md on HTTP/2 frames written by hand over TLS, as a client that
+// ignores the server's SETTINGS_MAX_HEADER_LIST_SIZE would, and returns
+// how the server answered: "grpc-status N", "RST_STREAM CODE", "GOAWAY
+// CODE" or "closed" (the connection, without a word).
+func rawCall(t *testing.T, addr string, cfg *tls.Config, method, token string, md [][2]string) string {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	fields := append([][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", method}, {":authority", "localhost"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}, {"authorization", "Bearer " + token}}, md...)
+	for _, f := range fields {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written beside the reading: a server that stops reading must not
+	// block the test.
+	go func() {
+		const frame = 16 << 10 // HTTP/2's default SETTINGS_MAX_FRAME_SIZE
+		b := block.Bytes()
+		first := b[:min(frame, len(b))]
+		b = b[len(first):]
+		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: first, EndHeaders: len(b) == 0}) != nil {
+			return
+		}
+		for len(b) > 0 {
+			chunk := b[:min(frame, len(b))]
+			b = b[len(chunk):]
+			if fr.WriteContinuation(1, len(b) == 0, chunk) != nil {
+				return
+			}
+		}
+		fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}) // an empty message
+	}()
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return "closed"
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			return "RST_STREAM " + f.ErrCode.String()
+		case *http2.MetaHeadersFrame:
+			for _, h := range f.RegularFields() {
+				if h.Name == "grpc-status" {
+					return "grpc-status " + h.Value
+				}
+			}
+		case *http2.GoAwayFrame:
+			return "GOAWAY " + f.ErrCode.String()
+		}
+	}
 }

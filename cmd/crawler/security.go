@@ -82,14 +82,18 @@ func openServerSecurity(section, addr string, sec config.ServerSecurity, reg pro
 }
 
 // grpcOptions returns the gRPC server's credentials and, with
-// authentication, the interceptors that give each call its role.
+// authentication, the checks that give each call its role before its
+// messages are read. Either way a call's metadata is bounded by
+// auth.MaxMetadataBytes (grpc's default is 16 MiB).
 func (s *serverSecurity) grpcOptions(roles map[string]auth.Role) []grpc.ServerOption {
 	var opts []grpc.ServerOption
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
 	}
 	if s.auth != nil {
-		opts = append(opts, s.auth.GRPCOptions(roles)...)
+		opts = append(opts, s.auth.GRPCOptions(roles)...) // with the bound
+	} else {
+		opts = append(opts, grpc.MaxHeaderListSize(auth.MaxMetadataBytes))
 	}
 	return opts
 }
