@@ -20,7 +20,8 @@
 // interval and swapping the set when its bytes changed, so a token is
 // rotated by rewriting the file (or a Kubernetes secret's symlink) while
 // clients stay connected: a call is checked against the set of the moment
-// it arrives. A file that no longer parses keeps the last good set and is
+// it arrives, and a gRPC stream opened with a token again at each change
+// (a token removed ends its streams). A file that no longer parses keeps the last good set and is
 // reported, never leaves the server open.
 //
 // A presented token is looked up in constant time: the set keeps the

@@ -44,6 +44,7 @@ type grpcServer struct {
 	clientCA string // the client CA file, a copy of ca's
 	cert     authtest.Pair
 	auth     *auth.Authenticator
+	health   *health.Server
 }
 
 // startGRPC serves grpc's health service over TLS (a certificate of a new
@@ -78,7 +79,8 @@ func startGRPC(t *testing.T) *grpcServer {
 	cfg := auth.ServerTLS(auth.TLSOptions{Cert: certs, ClientCA: clientCA})
 	s.auth = auth.New(auth.Options{Server: "test", Tokens: tokens, Identities: auth.Identities{"fetcher-2": auth.Crawl}})
 	g := grpc.NewServer(append(s.auth.GRPCOptions(healthRoles), grpc.Creds(credentials.NewTLS(cfg)))...)
-	healthpb.RegisterHealthServer(g, health.NewServer())
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(g, s.health)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -456,5 +458,81 @@ func rawCall(t *testing.T, addr string, cfg *tls.Config, method, token string, m
 		case *http2.GoAwayFrame:
 			return "GOAWAY " + f.ErrCode.String()
 		}
+	}
+}
+
+// TestGRPCStreamEndsWithItsToken pins issue 39's item 11: a stream was
+// authorized when it opened only, so a token removed from the tokens file
+// kept its open streams for as long as the client held them. A stream
+// that came with a token now ends UNAUTHENTICATED once the file without
+// it is read (every 10 ms here), and one whose token's role no longer
+// allows the call ends PERMISSION_DENIED; the streams of other tokens and
+// of a client certificate go on.
+func TestGRPCStreamEndsWithItsToken(t *testing.T) {
+	t.Cleanup(leaktest.Check(t)) // the streams' watchers end with them
+	s := startGRPC(t)
+	plain := dial(t, s.addr, s.ca.ClientTLS(t, authtest.Pair{}))
+	withCert := dial(t, s.addr, s.ca.ClientTLS(t, s.ca.Client(t, "fetcher-2")))
+	type stream = grpc.ServerStreamingClient[healthpb.HealthCheckResponse]
+	watch := func(c healthpb.HealthClient, token string) stream {
+		t.Helper()
+		w, err := c.Watch(authtest.Bearer(t, token), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil { // the current status
+			t.Fatal(err)
+		}
+		return w
+	}
+	// ended returns the code a stream ends with, or fails the test after
+	// 5 s (500 reload intervals).
+	ended := func(w stream) codes.Code {
+		t.Helper()
+		errc := make(chan error, 1)
+		go func() {
+			for {
+				if _, err := w.Recv(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+		select {
+		case err := <-errc:
+			return status.Code(err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the stream did not end within 5s of the tokens file's change")
+			return codes.OK
+		}
+	}
+	// goesOn checks that each stream gets the next status update.
+	serving := healthpb.HealthCheckResponse_SERVING
+	goesOn := func(what string, ws ...stream) {
+		t.Helper()
+		serving = 4 - serving // SERVING (1) and NOT_SERVING (3) in turn
+		s.health.SetServingStatus("", serving)
+		for _, w := range ws {
+			if r, err := w.Recv(); err != nil || r.GetStatus() != serving {
+				t.Fatalf("%s: Recv = %v, %v; want the status %v", what, r, err, serving)
+			}
+		}
+	}
+	removed, lowered, byCert := watch(plain, crawlToken), watch(plain, adminToken), watch(withCert, "")
+
+	authtest.WriteFile(t, s.tokens, []byte(strings.Replace(tokensFile, crawlToken, "# removed", 1)))
+	if got := ended(removed); got != codes.Unauthenticated {
+		t.Fatalf("the stream of the token removed ended %v, want UNAUTHENTICATED", got)
+	}
+	goesOn("after the crawl token was removed", lowered, byCert)
+
+	lowerAdmin := strings.Replace(strings.Replace(tokensFile, crawlToken, "# removed", 1), "ops,admin", "ops,read", 1)
+	authtest.WriteFile(t, s.tokens, []byte(lowerAdmin))
+	if got := ended(lowered); got != codes.PermissionDenied {
+		t.Fatalf("the stream of the token lowered to read ended %v, want PERMISSION_DENIED", got)
+	}
+	goesOn("after the admin token was lowered", byCert)
+	if got := call(plain, authtest.Bearer(t, adminToken), auth.Read); got != codes.OK {
+		t.Fatalf("a read call with the token lowered to read: %v", got)
 	}
 }

@@ -30,6 +30,8 @@ type reloader[T any] struct {
 	failed func() // counts a failed reload
 
 	cur    atomic.Pointer[T]
+	mu     sync.Mutex
+	next   chan struct{} // closed when cur is swapped, then made anew
 	last   [][]byte
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -51,6 +53,7 @@ func (r *reloader[T]) start(interval time.Duration) error {
 		return err
 	}
 	r.cur.Store(&v)
+	r.next = make(chan struct{})
 	r.last = contents
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.done = cancel, make(chan struct{})
@@ -80,6 +83,10 @@ func (r *reloader[T]) reload() {
 		var v T
 		if v, err = r.parse(contents); err == nil {
 			r.cur.Store(&v)
+			r.mu.Lock()
+			close(r.next)
+			r.next = make(chan struct{})
+			r.mu.Unlock()
 			r.last = contents
 			r.logger.Info("auth: reloaded "+r.what, "files", r.paths)
 			return
@@ -88,6 +95,14 @@ func (r *reloader[T]) reload() {
 	}
 	r.failed()
 	r.logger.Error("auth: reload "+r.what+": keeping the last good one", "error", err)
+}
+
+// changed returns a channel closed when the value is next swapped: a
+// reader takes it before reading the value, then waits on it.
+func (r *reloader[T]) changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
 }
 
 // close stops the polling and waits for it; it is idempotent.

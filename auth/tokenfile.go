@@ -59,6 +59,11 @@ func OpenTokenFile(path string, o FileOptions) (*TokenFile, error) {
 // Tokens returns the current set.
 func (f *TokenFile) Tokens() *Tokens { return *f.r.cur.Load() }
 
+// Changed returns a channel closed when the set is next swapped (the
+// file changed and parsed). Take it before reading the set to miss no
+// change.
+func (f *TokenFile) Changed() <-chan struct{} { return f.r.changed() }
+
 // Close stops reading the file. It is idempotent.
 func (f *TokenFile) Close() error {
 	f.r.close()
