@@ -1,8 +1,8 @@
 // Package fingerprint condenses a fetched HTML page into evidence that
-// tells whether two URLs serve the same page. Of reads the body once, with
-// golang.org/x/net/html's Tokenizer (no tree), and returns a Print; Digest
-// is the part of it that applies to any body. All functions are pure and
-// safe for concurrent use; a Print owns its Blocks.
+// tells whether two URLs serve the same page. Of reads the body once, as
+// golang.org/x/net/html's Tokenizer splits it into tokens (no tree), and
+// returns a Print; Digest is the part of it that applies to any body. All
+// functions are pure and safe for concurrent use; a Print owns its Blocks.
 //
 // # What each field is evidence of
 //
@@ -132,12 +132,23 @@
 // # Cost
 //
 // On a generated 30 KB article page (92 blocks, 7.9 KB of text; a third of
-// its bytes scripts and styles), Of takes about 0.52 ms and SHA-1 alone
-// (Digest, which every fetch pays for its WARC record anyway) 0.022 ms: Of
-// costs about 23 times its baseline (22–24 over three runs of TestOfCost
+// its bytes scripts and styles), Of takes about 0.25 ms and SHA-1 alone
+// (Digest, which every fetch pays for its WARC record anyway) 0.025 ms: Of
+// costs about 10 times its baseline (9.4–10.2 over three runs of TestOfCost
 // with -sieve.fingerprintbench, each the median of 3 interleaved
 // testing.Benchmark runs; Go 1.26, 2 shared Xeon cores at load average
-// 2.5). A bare loop over the tokenizer's tokens takes about half of Of's
-// time, and most of Of's 2,068 allocations per page are the tokenizer's
-// copies of tag names and attribute values.
+// 4.5–5.7), with 3 allocations per page: the Blocks, the Digest and the
+// Canonical. The x/net Tokenizer version before it cost 22–26 times its
+// baseline and 2,068 allocations, alternated with it in the same runs.
+//
+// It gets there by not copying. Of does not run x/net's Tokenizer, which
+// copies every tag name and attribute (bytes.Clone, bytes.Replace, a map of
+// attribute names: 671 allocations on that page before any fingerprinting)
+// and the body into its buffer: tokenizer.go follows its states over the
+// body in place, notes only the id, class, rel and href values Of reads, and
+// hands the rare tag or text that needs x/net's entity tables or attribute
+// bookkeeping to x/net itself; TestTokenizer and FuzzOf check that it splits
+// any body as x/net does. The scanner, its buffers and its hashes are reused
+// from page to page (a sync.Pool), and each shingle is hashed where it lies
+// in the text when it can be, without murmur3's digest.
 package fingerprint

@@ -7,6 +7,7 @@ import (
 	"hash"
 	"math/bits"
 	"slices"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -44,13 +45,13 @@ type Print struct {
 	Size      int     // len(body)
 }
 
-// Of fingerprints an HTML body in one pass of the tokenizer. The body may be
+// Of fingerprints an HTML body in one pass of its tokens. The body may be
 // malformed, truncated or not HTML at all, and of any size: Of never panics,
 // and its result depends only on the body's bytes. Of does not keep body.
 func Of(body []byte) Print {
-	var s scanner
+	s := scanners.Get().(*scanner)
 	s.scan(body)
-	return Print{
+	p := Print{
 		Digest:    Digest(body),
 		Text:      s.textSum(),
 		SimHash:   s.simHash(),
@@ -58,7 +59,15 @@ func Of(body []byte) Print {
 		Canonical: s.canonical,
 		Size:      len(body),
 	}
+	s.reset()
+	scanners.Put(s)
+	return p
 }
+
+// scanners keeps scanners, and their buffers, from one call of Of to the
+// next (a crawler fingerprints pages on many goroutines at once). It holds
+// no state between calls: a scanner is reset before it is put back.
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
 // Digest returns the payload digest of body as WARC writers write it in
 // WARC-Payload-Digest: "sha1:" followed by the base32 (RFC 4648, standard
@@ -66,7 +75,10 @@ func Of(body []byte) Print {
 // applies to any body, HTML or not.
 func Digest(body []byte) string {
 	sum := sha1.Sum(body)
-	return "sha1:" + base32.StdEncoding.EncodeToString(sum[:])
+	var b [len("sha1:") + 32]byte
+	copy(b[:], "sha1:")
+	base32.StdEncoding.Encode(b[len("sha1:"):], sum[:])
+	return string(b[:])
 }
 
 // Distance returns the Hamming distance between two SimHashes: the number
@@ -239,8 +251,11 @@ func (s *scanner) mayBeOpen(key uint64) bool {
 	return s.open[slot(key)] > 0
 }
 
-// scanner is the state of one pass over a page.
+// scanner is the state of one pass over a page. The zero scanner is ready
+// to scan; reset readies a used one again, keeping its buffers and hashes.
 type scanner struct {
+	z tokenizer
+
 	stack    []entry
 	open     [64]int32 // open elements per slot of their key: 0 means none of those keys is open
 	overflow int       // start tags not pushed because the stack was full
@@ -253,18 +268,20 @@ type scanner struct {
 
 	blocks   []Block
 	ordinals map[uint64]uint32 // blocks per path state so far
-	fold     hash.Hash32       // the last block's text, once there are MaxBlocks
+	folding  bool              // there are MaxBlocks blocks: the last one's text goes to fold
+	fold     hash.Hash32       // the last block's text, once folding (made with text)
 
-	text  hash.Hash64 // the page's normalized text, blocks joined by ' '
+	text  hash.Hash64 // the page's normalized text, blocks joined by ' ' (made at the first block)
 	texts int         // bytes written to text
 
-	words  int    // words seen
-	shing  []byte // the last two words (or fewer), joined by ' '
-	first  int    // the length of the first of them
-	lanes  [8]uint64
-	lanesN int // shingles counted in lanes
-	ones   [64]uint64
-	shings uint64 // shingles added
+	words   int    // words seen
+	shing   []byte // the last two words of the blocks so far (or fewer), joined by ' '
+	first   int    // the length of the first of them (len(shing) when it holds one word)
+	scratch []byte // a shingle being built
+	lanes   [8]uint64
+	lanesN  int // shingles counted in lanes
+	ones    [64]uint64
+	shings  uint64 // shingles added
 
 	canonical string
 	linked    bool // a <link rel=canonical> was seen
@@ -273,23 +290,23 @@ type scanner struct {
 }
 
 func (s *scanner) scan(body []byte) {
-	z := html.NewTokenizer(bytes.NewReader(body))
+	z := &s.z
+	z.reset(body)
 	for {
-		tt := z.Next()
+		tt := z.next()
 		switch tt {
-		case html.ErrorToken: // io.EOF, or the reader failed: both end the page
+		case html.ErrorToken: // the end of the body
 			s.flush()
 			return
 		case html.TextToken:
 			if s.skip == 0 {
-				s.addText(z.Text())
+				s.addText(z.text())
 			}
 		case html.StartTagToken, html.SelfClosingTagToken:
-			name, hasAttr := z.TagName()
+			name := z.tagName()
 			a := atom.Lookup(name)
-			selfClosing := tt == html.SelfClosingTagToken
 			if s.skip != 0 {
-				if a == s.skip && !(selfClosing && a == atom.Svg) {
+				if a == s.skip && !(a == atom.Svg && z.selfClosing()) {
 					s.skipDepth++
 					continue
 				}
@@ -298,9 +315,9 @@ func (s *scanner) scan(body []byte) {
 				}
 				s.skip, s.skipDepth = 0, 0
 			}
-			s.start(z, a, name, hasAttr, selfClosing)
+			s.start(a, name)
 		case html.EndTagToken:
-			name, _ := z.TagName()
+			name := z.tagName()
 			a := atom.Lookup(name)
 			if s.skip != 0 {
 				if a == s.skip {
@@ -317,14 +334,14 @@ func (s *scanner) scan(body []byte) {
 }
 
 // start handles a start tag outside skipped content.
-func (s *scanner) start(z *html.Tokenizer, a atom.Atom, name []byte, hasAttr, selfClosing bool) {
+func (s *scanner) start(a atom.Atom, name []byte) {
 	k := kind(a)
 	switch {
 	case k&kSkip != 0:
 		// The tokenizer reads <script/> like <script> (the content up to
 		// </script> is raw text), and so do browsers; only foreign
 		// content honours the self-closing flag.
-		if !(selfClosing && a == atom.Svg) {
+		if !(a == atom.Svg && s.z.selfClosing()) {
 			s.skip, s.skipDepth = a, 1
 		}
 		return
@@ -332,8 +349,8 @@ func (s *scanner) start(z *html.Tokenizer, a atom.Atom, name []byte, hasAttr, se
 		s.lineBreak()
 		return
 	case a == atom.Link:
-		if !s.linked && hasAttr {
-			s.link(z)
+		if !s.linked {
+			s.link()
 		}
 		return
 	}
@@ -366,18 +383,8 @@ func (s *scanner) start(z *html.Tokenizer, a atom.Atom, name []byte, hasAttr, se
 	if k&kBlock != 0 {
 		e.block = int32(len(s.stack))
 	}
-	var id, class []byte
-	var haveID, haveClass bool
-	for more := hasAttr; more; {
-		var key, val []byte
-		key, val, more = z.TagAttr()
-		switch {
-		case !haveID && string(key) == "id":
-			id, haveID = val, true
-		case !haveClass && string(key) == "class":
-			class, haveClass = val, true
-		}
-	}
+	id, _ := s.z.attrVal(attrID)
+	class, _ := s.z.attrVal(attrClass)
 	e.path = fnvAdd(e.path, name)
 	e.path = fnvByte(e.path, sepField)
 	e.path = fnvAdd(e.path, id)
@@ -546,25 +553,14 @@ func (s *scanner) popTo(i int) {
 
 // link reads a <link>'s attributes and keeps its href if its rel has the
 // token canonical.
-func (s *scanner) link(z *html.Tokenizer) {
-	var href []byte
-	canonical := false
-	for more := true; more; {
-		var key, val []byte
-		key, val, more = z.TagAttr()
-		switch string(key) {
-		case "rel":
-			canonical = canonical || hasToken(val, "canonical")
-		case "href":
-			if href == nil {
-				href = val
-			}
-		}
+func (s *scanner) link() {
+	rel, ok := s.z.attrVal(attrRel)
+	if !ok || !hasToken(rel, "canonical") {
+		return
 	}
-	if canonical {
-		s.linked = true
-		s.canonical = string(bytes.Trim(href, asciiSpace))
-	}
+	href, _ := s.z.attrVal(attrHref)
+	s.linked = true
+	s.canonical = string(bytes.Trim(href, asciiSpace))
 }
 
 // spaceSep separates blocks in the page's text and in a folded block. It is
@@ -623,52 +619,93 @@ func (s *scanner) lineBreak() {
 // none at the start, U+0000 dropped as browsers drop it. Bytes that are
 // not UTF-8 are kept as they are.
 func (s *scanner) addText(t []byte) {
+	run, space := s.run, s.space
 	for i := 0; i < len(t); {
+		// Most text is bytes that stay as they are, and single spaces
+		// between them: append them at once.
+		j := i
+		for j < len(t) {
+			if c := t[j]; asciiText[c&0x7f] == c {
+				j++
+			} else if c == ' ' && j > i && j+1 < len(t) && asciiText[t[j+1]&0x7f] == t[j+1] {
+				j += 2
+			} else {
+				break
+			}
+		}
+		if j > i {
+			if space {
+				run = append(run, ' ')
+				space = false
+			}
+			run = append(run, t[i:j]...)
+			if i = j; i == len(t) {
+				break
+			}
+		}
 		c := t[i]
 		if c < utf8.RuneSelf {
 			i++
-			switch {
-			case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-				if len(s.run) > 0 {
-					s.space = true
-				}
+			switch c = asciiText[c]; c {
+			case textSpace:
+				space = len(run) > 0
 				continue
-			case c == 0: // browsers drop U+0000 from text
+			case textDrop: // browsers drop U+0000 from text
 				continue
-			case 'A' <= c && c <= 'Z':
-				c += 'a' - 'A'
 			}
-			if s.space {
-				s.run = append(s.run, ' ')
-				s.space = false
+			if space {
+				run = append(run, ' ')
+				space = false
 			}
-			s.run = append(s.run, c)
+			run = append(run, c)
 			continue
 		}
 		r, n := utf8.DecodeRune(t[i:])
 		if r == utf8.RuneError && n == 1 {
-			if s.space {
-				s.run = append(s.run, ' ')
-				s.space = false
+			if space {
+				run = append(run, ' ')
+				space = false
 			}
-			s.run = append(s.run, c)
+			run = append(run, c)
 			i++
 			continue
 		}
 		i += n
 		if unicode.IsSpace(r) {
-			if len(s.run) > 0 {
-				s.space = true
-			}
+			space = len(run) > 0
 			continue
 		}
-		if s.space {
-			s.run = append(s.run, ' ')
-			s.space = false
+		if space {
+			run = append(run, ' ')
+			space = false
 		}
-		s.run = utf8.AppendRune(s.run, unicode.ToLower(r))
+		run = utf8.AppendRune(run, unicode.ToLower(r))
 	}
+	s.run, s.space = run, space
 }
+
+// asciiText maps an ASCII byte to what addText appends: itself in lower
+// case, or textSpace or textDrop (both above ASCII).
+var asciiText = func() (t [utf8.RuneSelf]byte) {
+	for c := range t {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+			t[c] = textSpace
+		case c == 0:
+			t[c] = textDrop
+		case 'A' <= c && c <= 'Z':
+			t[c] = byte(c + 'a' - 'A')
+		default:
+			t[c] = byte(c)
+		}
+	}
+	return t
+}()
+
+const (
+	textSpace = 0xff
+	textDrop  = 0xfe
+)
 
 // flush ends the current run: if it has text, that is the next block, of
 // the innermost open block element (or of the root when none is open).
@@ -684,9 +721,11 @@ func (s *scanner) flush() {
 	}
 
 	if s.text == nil {
-		s.text = murmur3.New64()
-	} else {
+		s.text, s.fold = murmur3.New64(), murmur3.New32()
+	}
+	if s.texts > 0 {
 		s.text.Write(spaceSep)
+		s.texts++
 	}
 	s.text.Write(t)
 	s.texts += len(t)
@@ -708,7 +747,7 @@ func (s *scanner) flush() {
 	s.ordinals[path] = ord + 1
 	b := Block{Path: blockPath(path, ord)}
 	if len(s.blocks) == MaxBlocks-1 {
-		s.fold = murmur3.New32()
+		s.folding = true
 		s.fold.Write(t)
 	} else {
 		b.Text = murmur3.Sum32(t)
@@ -718,10 +757,44 @@ func (s *scanner) flush() {
 
 // finishBlocks returns the blocks, with the folded last one's Text.
 func (s *scanner) finishBlocks() []Block {
-	if s.fold != nil {
+	if len(s.blocks) == 0 {
+		return nil
+	}
+	if s.folding {
 		s.blocks[len(s.blocks)-1].Text = s.fold.Sum32()
 	}
-	return s.blocks
+	return slices.Clone(s.blocks)
+}
+
+// maxKept is the largest buffer a scanner keeps for its next page.
+const maxKept = 64 << 10
+
+// reset makes s ready for another page, keeping its buffers (those that are
+// not outsized by a hostile page) and not the body it read.
+func (s *scanner) reset() {
+	keep := func(b []byte) []byte {
+		if cap(b) > maxKept {
+			return nil
+		}
+		return b[:0]
+	}
+	text, fold := s.text, s.fold
+	if text != nil {
+		text.Reset()
+		fold.Reset()
+	}
+	clear(s.ordinals)
+	*s = scanner{
+		z:        tokenizer{name: keep(s.z.name)},
+		stack:    s.stack[:0],
+		run:      keep(s.run),
+		blocks:   s.blocks[:0],
+		ordinals: s.ordinals,
+		text:     text,
+		fold:     fold,
+		shing:    keep(s.shing),
+		scratch:  keep(s.scratch),
+	}
 }
 
 // textSum is the murmur3 hash of the page's normalized text, 0 only when
@@ -736,58 +809,114 @@ func (s *scanner) textSum() uint64 {
 	return 1
 }
 
-// isWordByte reports whether an ASCII byte is part of a word.
-func isWordByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || 'A' <= c && c <= 'Z'
-}
+// wordByte reports whether a byte is an ASCII letter or digit: part of a
+// word on its own. (A byte past ASCII may begin a letter; addWords decodes
+// it.)
+var wordByte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || 'A' <= c && c <= 'Z'
+	}
+	return t
+}()
 
 // addWords splits a block's normalized text into words, the maximal runs of
 // Unicode letters, digits and combining marks (so that a decomposed "é" or
 // a Devanagari vowel sign does not split a word), and shingles them.
 func (s *scanner) addWords(t []byte) {
+	var w blockWords
 	start := -1
 	for i := 0; i < len(t); {
-		c, n := t[i], 1
-		word := false
-		if c < utf8.RuneSelf {
-			word = isWordByte(c)
-		} else {
+		c := t[i]
+		if wordByte[c] {
+			if start < 0 {
+				start = i
+			}
+			for i++; i < len(t) && wordByte[t[i]]; i++ {
+			}
+			continue
+		}
+		n, word := 1, false
+		if c >= utf8.RuneSelf {
 			var r rune
 			r, n = utf8.DecodeRune(t[i:])
 			word = !(r == utf8.RuneError && n == 1) &&
 				(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))
 		}
-		switch {
-		case word && start < 0:
-			start = i
-		case !word && start >= 0:
-			s.addWord(t[start:i])
+		if word {
+			if start < 0 {
+				start = i
+			}
+		} else if start >= 0 {
+			s.addWord(t, start, i, &w)
 			start = -1
 		}
 		i += n
 	}
 	if start >= 0 {
-		s.addWord(t[start:])
+		s.addWord(t, start, len(t), &w)
+	}
+	s.carry(t, &w)
+}
+
+// blockWords are the last two words of a block's text so far: t[a0:b0] and
+// t[a1:b1], of n.
+type blockWords struct {
+	a0, b0, a1, b1 int
+	n              int
+}
+
+// addWord adds the shingle that the word t[a:b] ends, once there are three
+// words: its words joined by single spaces. That is a slice of t when the
+// three are in t with single spaces between them; otherwise it is built in
+// s.scratch from the words in t and those s.shing carries from earlier
+// blocks.
+func (s *scanner) addWord(t []byte, a, b int, w *blockWords) {
+	s.words++
+	if s.words >= 3 {
+		if w.n >= 2 && w.b0+1 == w.a1 && w.b1+1 == a && t[w.b0] == ' ' && t[w.b1] == ' ' {
+			s.addShingle(sum64(t[w.a0:b]))
+		} else {
+			sh := s.scratch[:0]
+			switch w.n {
+			case 0: // the two words carried, this one
+				sh = append(append(append(sh, s.shing...), ' '), t[a:b]...)
+			case 1: // the last word carried, the first of t, this one
+				sh = append(append(append(append(append(sh, s.lastCarried()...), ' '), t[w.a1:w.b1]...), ' '), t[a:b]...)
+			default:
+				sh = append(append(append(append(append(sh, t[w.a0:w.b0]...), ' '), t[w.a1:w.b1]...), ' '), t[a:b]...)
+			}
+			s.scratch = sh[:0]
+			s.addShingle(sum64(sh))
+		}
+	}
+	w.a0, w.b0, w.a1, w.b1 = w.a1, w.b1, a, b
+	w.n++
+}
+
+// carry keeps the last two words of the page so far in s.shing, joined by a
+// space (or the one word, if there is one), for the shingles that span
+// blocks; s.first is the length of the first of two.
+func (s *scanner) carry(t []byte, w *blockWords) {
+	switch {
+	case w.n >= 2:
+		s.shing = append(append(append(s.shing[:0], t[w.a0:w.b0]...), ' '), t[w.a1:w.b1]...)
+		s.first = w.b0 - w.a0
+	case w.n == 1 && len(s.shing) == 0:
+		s.shing = append(s.shing[:0], t[w.a1:w.b1]...)
+		s.first = len(s.shing)
+	case w.n == 1:
+		n := copy(s.shing, s.lastCarried())
+		s.first = n
+		s.shing = append(append(s.shing[:n], ' '), t[w.a1:w.b1]...)
 	}
 }
 
-// addWord adds the shingle that w ends, once there are three words.
-func (s *scanner) addWord(w []byte) {
-	s.words++
-	if len(s.shing) > 0 {
-		s.shing = append(s.shing, ' ')
+// lastCarried returns the last word s.shing carries (of one or two).
+func (s *scanner) lastCarried() []byte {
+	if s.first < len(s.shing) {
+		return s.shing[s.first+1:]
 	}
-	s.shing = append(s.shing, w...)
-	if s.words < 3 {
-		if s.words == 1 {
-			s.first = len(w)
-		}
-		return
-	}
-	s.addShingle(murmur3.Sum64(s.shing))
-	n := copy(s.shing, s.shing[s.first+1:])
-	s.shing = s.shing[:n]
-	s.first = n - 1 - len(w)
+	return s.shing
 }
 
 // addShingle counts the bits of a shingle's hash (murmur3 64 of its words
@@ -821,7 +950,7 @@ func (s *scanner) spill() {
 // SimHash 0.
 func (s *scanner) simHash() uint64 {
 	if s.words > 0 && s.words < 3 {
-		s.addShingle(murmur3.Sum64(s.shing))
+		s.addShingle(sum64(s.shing))
 	}
 	s.spill()
 	var h uint64

@@ -2,8 +2,10 @@ package fingerprint
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -359,4 +361,40 @@ func TestEmpty(t *testing.T) {
 	if p := Of([]byte("<p>!!!</p>")); p.Text == 0 || len(p.Blocks) != 1 || p.SimHash != 0 {
 		t.Errorf("Of(%q) = %+v, want a Text, one Block and SimHash 0", "<p>!!!</p>", p)
 	}
+}
+
+// TestOfReuse: Of reuses scanners, and nothing of one page (its blocks, its
+// canonical link, a huge word, hostile nesting) shows in the next, on one
+// goroutine or several.
+func TestOfReuse(t *testing.T) {
+	bodies := []string{
+		pinnedPage,
+		string(realisticPage()),
+		"<p>" + strings.Repeat("a", 1<<20) + "</p>",
+		strings.Repeat("<div>", 1000) + "x",
+		strings.Repeat("<p>x</p>", 1000),
+		"",
+		"<svg><p>",
+	}
+	want := make([]Print, len(bodies))
+	for i, b := range bodies {
+		want[i] = Of([]byte(b))
+	}
+	check := func(tb testing.TB, i int) {
+		if got := Of([]byte(bodies[i])); !reflect.DeepEqual(got, want[i]) {
+			tb.Errorf("Of(%.40q) after other pages = %+v, want %+v", bodies[i], got, want[i])
+		}
+	}
+	for i := len(bodies) - 1; i >= 0; i-- {
+		check(t, i)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for n := range 20 {
+				check(t, (g+n)%len(bodies))
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -8,10 +8,14 @@ import (
 // FuzzOf checks Of's invariants on any body: it never panics, it is
 // deterministic, it keeps at most MaxBlocks blocks, a page has changed in
 // no block against itself, Text is 0 exactly when there are no blocks, and
-// the one-pass hashes agree with reference's.
+// the one-pass hashes agree with reference's, and tokenizer splits the body
+// as x/net's Tokenizer does.
 func FuzzOf(f *testing.F) {
 	for _, tt := range blockTextTests {
 		f.Add([]byte(tt.body))
+	}
+	for _, b := range tokenizerTests {
+		f.Add([]byte(b))
 	}
 	f.Add([]byte(pinnedPage))
 	f.Add([]byte(page("2024-05-01 12:00:01", "red", "10", "a1")))
@@ -35,5 +39,6 @@ func FuzzOf(f *testing.F) {
 			t.Errorf("Of(%q): Size %d, Digest %s; want %d, %s", body, p.Size, p.Digest, len(body), Digest(body))
 		}
 		checkReference(t, body)
+		checkTokenizer(t, body)
 	})
 }

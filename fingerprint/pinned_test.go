@@ -89,6 +89,14 @@ func TestReference(t *testing.T) {
 	for _, tt := range blockTextTests {
 		bodies = append(bodies, []byte(tt.body))
 	}
+	// Shingles across blocks of one, two and more words, and words apart
+	// by more than a space.
+	for _, b := range []string{
+		"<p>a<p>b<p>c d<p>e", "<p>a b<p>c<p>d e f<p>g, h", "<p>a, b<p>c", "<p>a<p>b, c<p>d",
+		"<p>a<p>b c d<p>e<p>f", "<p>a -- b -- c<p>d<p>e", "<p>a<p>b", "<p>a b<p>c!",
+	} {
+		bodies = append(bodies, []byte(b))
+	}
 	for _, b := range bodies {
 		checkReference(t, b)
 	}
