@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ import (
 	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/dust"
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/warc"
 	"github.com/sievecrawl/sieve/watch"
@@ -57,15 +59,11 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, r
 		src.Counters = watch.CountersFunc(b.dedup)
 	}
 	// The page lists the crawls' learned rules, read every few seconds
-	// (watch.Options.RulesEvery); without them the rest of the page
-	// stands.
-	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	if rules, err := frontier.OpenRules(rctx, b.js, s.Frontier.Topology()); err != nil {
-		logger.Warn("watch: the page will list no learned rules", "err", err)
-	} else {
-		src.Rules = rules
-	}
-	cancel()
+	// (watch.Options.RulesEvery); the bucket is opened on the first read,
+	// so that a crawler waiting for NATS serves its page meanwhile.
+	src.Rules = &lazyRules{open: func(ctx context.Context) (*frontier.Rules, error) {
+		return frontier.OpenRules(ctx, b.js, s.Frontier.Topology())
+	}}
 	if arch != nil {
 		src.Checks["warc"] = arch.Err
 		src.Archive = arch.Writer().Stats
@@ -187,4 +185,28 @@ func healthCommand(ctx context.Context, s settings, live bool, stdout io.Writer)
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
+}
+
+// lazyRules opens the rules' bucket when first read, and again after a
+// failure, for the live page.
+type lazyRules struct {
+	open func(context.Context) (*frontier.Rules, error)
+
+	mu    sync.Mutex
+	rules *frontier.Rules
+}
+
+func (l *lazyRules) List(ctx context.Context, crawl string) ([]dust.HostRules, error) {
+	l.mu.Lock()
+	r := l.rules
+	if r == nil {
+		var err error
+		if r, err = l.open(ctx); err != nil {
+			l.mu.Unlock()
+			return nil, err
+		}
+		l.rules = r
+	}
+	l.mu.Unlock()
+	return r.List(ctx, crawl)
 }
