@@ -247,6 +247,18 @@ func (c *Crawler) redirected(entry frontier.Entry, target string) {
 	}
 }
 
+// listed tells the crawl's Learner that a sitemap lists loc: the site's
+// own spelling of a page, a hint against the spellings fetched.
+func (c *Crawler) listed(crawl, loc string) {
+	lr := c.learn.of(c.jobCtx, crawl)
+	if lr == nil {
+		return
+	}
+	if canon, err := c.opts.Canonicalize(loc); err == nil {
+		lr.Listed(canon)
+	}
+}
+
 // refetch fetches entry's page again, as far from the first fetch as the
 // host's politeness asks (its delay, or a longer Crawl-delay: pause), and
 // hands both renders to lr.

@@ -96,6 +96,7 @@ func (c *Crawler) sitemapLinks(entry frontier.Entry, level int, sr *sitemapResul
 			links = append(links, sitemapDoc(e.Loc, level+1))
 			continue
 		}
+		c.listed(entry.Crawl, e.Loc)
 		l := frontier.Link{URL: e.Loc, Kind: frontier.LinkSitemap}
 		if e.LastMod != "" {
 			l.Meta = frontier.Metadata{metaLastmod: {e.LastMod}}

@@ -517,6 +517,32 @@ func (l *Learner) Hint(a, b string) {
 	}
 }
 
+// Listed takes a URL a sitemap lists: the spelling its site calls its
+// own. Each remembered page of its host that rules could merge with it
+// (the same loose key) but that was fetched under another spelling makes
+// a hint that the two name one page (at most a few, the latest).
+func (l *Learner) Listed(u string) {
+	l.mu.Lock()
+	p, ok := Split(u)
+	if !ok {
+		l.mu.Unlock()
+		return
+	}
+	h, ok := l.hosts[p.Host]
+	var others []string
+	if ok {
+		for _, i := range h.byLoose[l.hash(loose(u))] {
+			if o := l.pages[i].url; o != u && len(others) < 4 {
+				others = append(others, o)
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, o := range others {
+		l.Hint(u, o)
+	}
+}
+
 // nearest is the remembered page of h closest to p by SimHash, within
 // NearBits, or -1.
 //

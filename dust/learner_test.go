@@ -503,3 +503,29 @@ func TestOverride(t *testing.T) {
 		t.Errorf("after lifting both: rules = %v", got)
 	}
 }
+
+func TestListedHints(t *testing.T) {
+	// A sitemap lists /dN/ where the crawl fetched /dN: a hint for slash,
+	// which a pair of fetched pages then confirms.
+	render := func(u string) []byte {
+		p, _ := Split(u)
+		path := strings.TrimSuffix(p.Path, "/")
+		return html(path, words(path, 80), nil)
+	}
+	l := NewLearner(Options{})
+	f := &fetcher{t: t, l: l, render: render}
+	for i := range 4 {
+		f.fetch(fmt.Sprintf("http://h.test/d%d", i))
+	}
+	for i := range 4 {
+		l.Listed(fmt.Sprintf("http://h.test/d%d/", i))
+	}
+	l.Listed("http://h.test/unknown/")
+	if got := rules(l, "h.test"); strings.Join(got[Candidate], " ") != "slash" || len(got[Active]) != 0 {
+		t.Fatalf("after the sitemap: rules = %v, want slash a candidate", got)
+	}
+	f.fetch("http://h.test/d0/") // the listed spelling, fetched: the same page
+	if got := rules(l, "h.test"); strings.Join(got[Active], " ") != "slash" {
+		t.Errorf("after one pair of pages: rules = %v, want slash active", got)
+	}
+}
