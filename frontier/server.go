@@ -141,12 +141,20 @@ type dialErrorer interface {
 
 // waitingError describes a connection that is not up: the servers it is
 // trying and, when its dialer records it, why the last attempt failed.
+//
+// A server that answers the dial but refuses the client (a wrong password,
+// an unknown NKey, a token it does not know) leaves no dial error: its
+// refusal is the connection's last error, and is said instead, so that
+// a process that waits says why.
 func waitingError(nc *nats.Conn) error {
 	servers := strings.Join(redactedServers(nc), ", ")
 	if d, ok := nc.Opts.CustomDialer.(dialErrorer); ok {
 		if err := d.LastDialError(); err != nil {
 			return fmt.Errorf("%w: waiting for %s: %w", ErrNotConnected, servers, err)
 		}
+	}
+	if err := nc.LastError(); err != nil {
+		return fmt.Errorf("%w: waiting for %s: refused: %w", ErrNotConnected, servers, err)
 	}
 	return fmt.Errorf("%w: waiting for %s", ErrNotConnected, servers)
 }

@@ -1,6 +1,7 @@
 package frontier_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/frontier"
@@ -137,5 +139,51 @@ func TestWaitingForNATS(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("worker stop: %v", err)
+	}
+}
+
+// TestWaitingForNATSRefused pins issue 39 item 10: a server that answers
+// but refuses the client (here: it accepts only NKey users) leaves no dial
+// error, and a long-running process used to wait without a reason. Its
+// refusal now names the cause in the log, Connected and a worker's Status
+// (what /readyz shows).
+func TestWaitingForNATSRefused(t *testing.T) {
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := user.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t, natstest.Options{NKeys: []string{pub}})
+	nc, err := config.NATS{URL: srv.URL(), ReconnectWait: 50 * time.Millisecond}.Connect("test")
+	if err != nil {
+		t.Fatalf("Connect to a server that refuses it = %v, want a client that keeps trying", err)
+	}
+	defer nc.Close()
+	logs := &logBuffer{}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	go func() { _ = frontier.WaitServer(ctx, nc, slog.New(slog.NewTextHandler(logs, nil))) }()
+	w, err := frontier.NewWorker(nc, newMemoryFilter(t), newNormalizer(t), stats.NewMemory(), frontier.WorkerOptions{
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := frontier.Connected(nc)
+		msg := w.Status().Dependencies[frontier.DepNATS].Error
+		if err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization") &&
+			strings.Contains(strings.ToLower(msg), "authorization") && len(logs.lines("waiting for NATS", "uthorization")) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Connected() = %v, nats dependency %q, log %q: want each to say the server refused the client (authorization)", err, msg, logs.lines(""))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
