@@ -32,6 +32,8 @@ func (c filterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(filterOpenDesc, prometheus.GaugeValue, float64(len(c.f.readyFilters())))
 	s, err := c.f.stats(ctx)
 	if err != nil {
+		// Said as an error, which the surface's /metrics leaves out of the
+		// scrape (and logs) while answering the rest with 200.
 		ch <- prometheus.NewInvalidMetric(filterItemsDesc, err)
 		return
 	}

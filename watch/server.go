@@ -500,7 +500,12 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, s.Samples(after))
 	})
 	mux.HandleFunc("POST /contains", s.serveContains)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry}))
+	// A source that cannot be read (Redis failing over, NATS away) is left
+	// out of the scrape, and said by sieve_watch_source_up and in the log;
+	// the rest answers 200, so Prometheus does not mark the process down,
+	// and the dashboards go blank, just when an incident needs them.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{
+		Registry: s.opts.Registry, ErrorHandling: promhttp.ContinueOnError, ErrorLog: scrapeLog{s.opts.Logger}}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -532,4 +537,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// scrapeLog hands promhttp's errors (a collector that could not be read)
+// to the logger.
+type scrapeLog struct{ l *slog.Logger }
+
+func (s scrapeLog) Println(v ...any) {
+	s.l.Warn("metrics: part of a scrape left out", "error", fmt.Sprint(v...))
 }
