@@ -139,8 +139,18 @@ func (pr *progress) line(ctx context.Context, st crawl.Stats, rate float64) stri
 			dups = count(since(snap, pr.base).Totals.Duplicates)
 		}
 	}
-	return fmt.Sprintf("fetched %s (%.1f/s) · queue %s · duplicates dropped %s · failed %s · in flight %d",
-		count(st.Fetched), rate, queue, dups, count(crawl.Sum(st.Failed)), st.InFlight)
+	return progressLine(st, rate, queue, dups)
+}
+
+// progressLine is the status line of st, fetching at rate, with queue and
+// dups the frontier's depth and the duplicates dropped ("?" or "n/a" when
+// unknown). URLs robots.txt refused are counted apart from those that
+// failed, as /metrics counts them (outcome robots): a refusal is the
+// crawler keeping a site's rules, not a fault of the crawl or the site.
+func progressLine(st crawl.Stats, rate float64, queue, dups string) string {
+	robots := st.Failed[crawl.ReasonRobots]
+	return fmt.Sprintf("fetched %s (%.1f/s) · queue %s · duplicates dropped %s · failed %s · robots refused %s · in flight %d",
+		count(st.Fetched), rate, queue, dups, count(crawl.Sum(st.Failed)-robots), count(robots), st.InFlight)
 }
 
 func (pr *progress) end() {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sievecrawl/sieve/crawl"
 )
 
 // TestFit checks that the progress line is cut to the terminal (issue 10
@@ -24,6 +26,31 @@ func TestFit(t *testing.T) {
 	for _, tt := range tests {
 		if got := fit(line, tt.width); got != tt.want {
 			t.Errorf("fit(line, %d) = %q, want %q", tt.width, got, tt.want)
+		}
+	}
+}
+
+// TestProgressLineCountsRobotsApart: the progress line's failed counter
+// leaves out the URLs robots.txt refused, which it shows apart, as
+// /metrics counts them apart (outcome robots); robots_unavailable, which
+// /metrics counts as failed, stays failed (issue 39, item 18).
+func TestProgressLineCountsRobotsApart(t *testing.T) {
+	tests := []struct {
+		name   string
+		failed map[crawl.Reason]int64
+		want   string
+	}{
+		{"nothing failed", nil, "failed 0 · robots refused 0"},
+		{"failures only", map[crawl.Reason]int64{crawl.ReasonRobotsUnavailable: 2, "timeout": 1}, "failed 3 · robots refused 0"},
+		{"refusals only", map[crawl.Reason]int64{crawl.ReasonRobots: 1500}, "failed 0 · robots refused 1,500"},
+		{"both", map[crawl.Reason]int64{crawl.ReasonRobots: 5, crawl.ReasonRobotsUnavailable: 1, "timeout": 2}, "failed 3 · robots refused 5"},
+	}
+	for _, tt := range tests {
+		st := crawl.Stats{Fetched: 1234, InFlight: 12, Failed: tt.failed}
+		got := progressLine(st, 56.7, "89", "1,011")
+		want := "fetched 1,234 (56.7/s) · queue 89 · duplicates dropped 1,011 · " + tt.want + " · in flight 12"
+		if got != want {
+			t.Errorf("%s: progressLine(Failed %v) = %q, want %q", tt.name, tt.failed, got, want)
 		}
 	}
 }
