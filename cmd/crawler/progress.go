@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -24,9 +26,14 @@ import (
 	"github.com/sievecrawl/sieve/warc"
 )
 
+// progressEvery is how often a progress line goes to a file or a pipe (a
+// terminal's is redrawn four times a second).
+var progressEvery = 10 * time.Second
+
 // progress shows a live status line: on a terminal it is redrawn in place,
 // elsewhere (mode always) a line is written every 10 seconds.
 type progress struct {
+	log   *slog.Logger // with a JSON log: lines as log records, not text
 	w     io.Writer
 	tty   bool
 	on    bool
@@ -40,9 +47,9 @@ type progress struct {
 	wg     sync.WaitGroup
 }
 
-func newProgress(mode string, w io.Writer, c *crawl.Crawler, p *backend, topo frontier.Topology, base *stats.Snapshot) *progress {
+func newProgress(mode string, w io.Writer, log *slog.Logger, c *crawl.Crawler, p *backend, topo frontier.Topology, base *stats.Snapshot) *progress {
 	tty := isTerminal(w)
-	return &progress{w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo, base: base}
+	return &progress{log: log, w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo, base: base}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -84,7 +91,7 @@ func (pr *progress) begin(ctx context.Context) {
 		return
 	}
 	ctx, pr.cancel = context.WithCancel(ctx)
-	every := 10 * time.Second
+	every := progressEvery
 	if pr.tty {
 		every = 250 * time.Millisecond
 	}
@@ -114,7 +121,14 @@ func (pr *progress) begin(ctx context.Context) {
 			if d := now.Sub(window[0].at).Seconds(); d > 0 {
 				rate = float64(st.Fetched-window[0].n) / d
 			}
-			line := pr.line(ctx, st, rate)
+			queue, dups := pr.depths(ctx)
+			if pr.log != nil && !pr.tty {
+				// A log read by machines: one record per line, its
+				// figures as fields.
+				pr.log.Info("progress", progressFields(st, rate, queue, dups)...)
+				continue
+			}
+			line := progressLine(st, rate, queue, dups)
 			if pr.tty {
 				// Cut to the terminal's width: a longer line wraps, and
 				// every redraw would scroll.
@@ -126,20 +140,32 @@ func (pr *progress) begin(ctx context.Context) {
 	}()
 }
 
-func (pr *progress) line(ctx context.Context, st crawl.Stats, rate float64) string {
+// depths reads the frontier's depth and the duplicates dropped since the
+// run began, as the progress line shows them ("?" or "n/a" when unknown).
+func (pr *progress) depths(ctx context.Context) (queue, dups string) {
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	queue := "?"
+	queue = "?"
 	if d, err := crawl.QueueDepth(qctx, pr.p.js, pr.topo); err == nil {
 		queue = count(int64(d.Frontier))
 	}
-	dups := "n/a"
+	dups = "n/a"
 	if pr.p.dedup != nil {
 		if snap, err := pr.p.dedup(qctx, 0); err == nil {
 			dups = count(since(snap, pr.base).Totals.Duplicates)
 		}
 	}
-	return progressLine(st, rate, queue, dups)
+	return queue, dups
+}
+
+// progressFields are the progress line's figures as log fields, with the
+// crawl's learning beside them (pages that were an earlier URL's page,
+// spellings dropped unfetched).
+func progressFields(st crawl.Stats, rate float64, queue, dups string) []any {
+	robots := st.Failed[crawl.ReasonRobots]
+	return []any{"fetched", st.Fetched, "per_second", math.Round(rate*10) / 10, "queue", queue, "duplicates_dropped", dups,
+		"failed", crawl.Sum(st.Failed) - robots, "robots_refused", robots, "in_flight", st.InFlight,
+		"same_page_again", crawl.Sum(st.Duplicates), "spellings_dropped", st.Spellings}
 }
 
 // progressLine is the status line of st, fetching at rate, with queue and

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/testsite"
 )
 
 // TestFit checks that the progress line is cut to the terminal (issue 10
@@ -90,5 +95,42 @@ func TestTermWidth(t *testing.T) {
 	defer f.Close()
 	if w := termWidth(f); w != 0 {
 		t.Errorf("termWidth of a file = %d, want 0", w)
+	}
+}
+
+// TestProgressWithJSONLog pins issue 39 item 18: with log.format json,
+// progress lines were plain text among JSON records. A crawl run with a
+// JSON log writes its progress as records whose figures are fields.
+func TestProgressWithJSONLog(t *testing.T) {
+	every := progressEvery
+	progressEvery = 100 * time.Millisecond
+	t.Cleanup(func() { progressEvery = every })
+	site := startSite(t, testsite.Options{Pages: 30, Latency: 30 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	args := append([]string{"run", "--embedded", "--data-dir", t.TempDir(), "--seed", site.URL, "--idle-exit", "2s"}, testRunFlags(4)...)
+	args = append(args, "--progress", "always", "--log-format", "json", "--log-level", "info")
+	code, _, stderr := runCLI(t, ctx, args...)
+	if code != 0 {
+		t.Fatalf("crawler run: exit %d\n%s", code, stderr)
+	}
+	progress := 0
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(line, "fetched ") {
+			t.Errorf("a plain-text progress line in a JSON log: %q", line)
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "progress" {
+			continue
+		}
+		progress++
+		for _, field := range []string{"fetched", "per_second", "queue", "failed", "robots_refused", "in_flight", "same_page_again", "spellings_dropped"} {
+			if _, ok := rec[field]; !ok {
+				t.Errorf("progress record without %s: %s", field, line)
+			}
+		}
+	}
+	if progress == 0 {
+		t.Errorf("no progress record in the JSON log:\n%s", stderr)
 	}
 }

@@ -253,7 +253,11 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	}
 
 	start := time.Now()
-	prog := newProgress(s.Progress, stderr, c, p, topo, base)
+	var progLog *slog.Logger
+	if s.Log.Format == "json" {
+		progLog = logger
+	}
+	prog := newProgress(s.Progress, stderr, progLog, c, p, topo, base)
 	prog.begin(ctx)
 	err = c.Run(ctx)
 	prog.end()
