@@ -99,18 +99,27 @@ func versionNumbers(v string) ([3]int, bool) {
 }
 
 // WaitServer waits until nc is connected, then checks the server
-// (CheckServer). While it waits it logs, at once and then every minute,
-// which servers it is waiting for and why the last attempt failed. It
-// returns ctx's error if ctx ends first.
+// (CheckServer). While it waits it logs which servers it is waiting for
+// and why the last attempt failed: each cause at once, then once a minute
+// while it lasts. It returns ctx's error if ctx ends first, and the
+// refusal if the client gives up (a server that refuses it again and
+// again).
 func WaitServer(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 	var logged time.Time
+	said := map[string]time.Time{} // each cause, when it was last logged
 	for !nc.IsConnected() {
 		if nc.IsClosed() {
 			return fmt.Errorf("frontier: nats connection closed: %w", waitingError(nc))
 		}
-		if time.Since(logged) >= time.Minute {
-			log.Warn("waiting for NATS", "error", waitingError(nc))
-			logged = time.Now()
+		// One line per cause a minute: a new cause (the server, first
+		// unreachable, now refuses the client) at once, causes that
+		// alternate once a minute each.
+		if err := waitingError(nc); time.Since(said[err.Error()]) >= time.Minute {
+			if len(said) >= 16 {
+				clear(said)
+			}
+			log.Warn("waiting for NATS", "error", err)
+			logged, said[err.Error()] = time.Now(), time.Now()
 		}
 		if !sleep(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("%w (%w)", ctx.Err(), waitingError(nc))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,7 +166,12 @@ func TestWaitingForNATSRefused(t *testing.T) {
 	logs := &logBuffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	go func() { _ = frontier.WaitServer(ctx, nc, slog.New(slog.NewTextHandler(logs, nil))) }()
+	var waitErr atomic.Value // WaitServer's error: the client gives up after repeated refusals
+	go func() {
+		if err := frontier.WaitServer(ctx, nc, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
+			waitErr.Store(err.Error())
+		}
+	}()
 	w, err := frontier.NewWorker(nc, newMemoryFilter(t), newNormalizer(t), stats.NewMemory(), frontier.WorkerOptions{
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 	})
@@ -177,12 +183,14 @@ func TestWaitingForNATSRefused(t *testing.T) {
 	for {
 		err := frontier.Connected(nc)
 		msg := w.Status().Dependencies[frontier.DepNATS].Error
+		waited, _ := waitErr.Load().(string)
+		said := len(logs.lines("waiting for NATS", "uthorization")) > 0 || strings.Contains(strings.ToLower(waited), "authorization")
 		if err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization") &&
-			strings.Contains(strings.ToLower(msg), "authorization") && len(logs.lines("waiting for NATS", "uthorization")) > 0 {
+			strings.Contains(strings.ToLower(msg), "authorization") && said {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Connected() = %v, nats dependency %q, log %q: want each to say the server refused the client (authorization)", err, msg, logs.lines(""))
+			t.Fatalf("Connected() = %v, nats dependency %q, log %q, WaitServer %q: want each to say the server refused the client (authorization)", err, msg, logs.lines(""), waited)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
