@@ -232,7 +232,9 @@ func TestCrawlersSharePartitions(t *testing.T) {
 		}
 	}
 	siteA := startSite(t, testsite.Options{Pages: 60, Latency: 2 * time.Millisecond})
-	siteB := startSite(t, testsite.Options{Pages: 60, Latency: 2 * time.Millisecond, Addr: addr})
+	// Another link graph (Seed): the same generated pages under the same
+	// paths would be a mirror of siteA, which a crawl fetches once.
+	siteB := startSite(t, testsite.Options{Pages: 60, Latency: 2 * time.Millisecond, Addr: addr, Seed: 2})
 	const maxDepth = 6
 	p := startPipeline(t, topo)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)

@@ -625,8 +625,17 @@ func (h *host) stableHash(blocks []fingerprint.Block) uint64 {
 	return x
 }
 
-// same reports whether two pages are one, and how.
+// same reports whether two pages are one, and how. Pages of two hosts
+// are one only when their bytes are: a mirror serves the same payload, and
+// two sites whose pages share their text but not their links (a template
+// filled alike) are not mirrors.
 func (l *Learner) same(a, b *page) (string, bool) {
+	if a.host != b.host {
+		if a.digest != "" && a.digest == b.digest {
+			return Exact, true
+		}
+		return "", false
+	}
 	switch {
 	case a.digest != "" && a.digest == b.digest:
 		return Exact, true

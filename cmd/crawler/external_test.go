@@ -179,7 +179,9 @@ func TestExternalPipeline(t *testing.T) {
 	crawler := crawlerBinary(t)
 	topo := frontier.Topology{Partitions: 2}
 	siteA := startSite(t, testsite.Options{Pages: 150, Latency: time.Millisecond})
-	siteB := startSite(t, testsite.Options{Pages: 150, Latency: time.Millisecond, Addr: otherPartition(t, topo)})
+	// Another link graph (Seed): the same generated pages under the same
+	// paths would be a mirror of siteA, which a crawl fetches once.
+	siteB := startSite(t, testsite.Options{Pages: 150, Latency: time.Millisecond, Addr: otherPartition(t, topo), Seed: 2})
 	d := startDeployment(t, 2, 2)
 	const maxDepth = 7
 
