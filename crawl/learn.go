@@ -73,53 +73,62 @@ func (l *learning) of(ctx context.Context, crawl string) *dust.Learner {
 		return nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if lr, ok := l.crawls[crawl]; ok {
+	if lr, ok := l.crawls[crawl]; ok || time.Now().Before(l.retryAt[crawl]) {
+		l.mu.Unlock()
 		return lr
 	}
-	if time.Now().Before(l.retryAt[crawl]) {
-		return nil
-	}
-	lr, err := l.open(ctx, crawl)
+	l.mu.Unlock()
+	// Read without the lock: the other crawls' fetches go on meanwhile.
+	lr, sig, err := l.open(ctx, crawl)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err != nil {
 		l.retryAt[crawl] = time.Now().Add(5 * time.Second)
 		return nil
 	}
-	l.crawls[crawl] = lr
+	if first, ok := l.crawls[crawl]; ok {
+		return first // another fetch of the crawl opened it meanwhile
+	}
+	l.crawls[crawl], l.overrides[crawl] = lr, sig
 	if lr.Urgent() { // rules loaded from another crawl: the workers need them now
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		l.shareSoon()
 	}
 	return lr
 }
 
-func (l *learning) open(ctx context.Context, crawl string) (*dust.Learner, error) {
+// shareSoon asks share to write the records now (a crawl's active rules
+// changed), without waiting.
+func (l *learning) shareSoon() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *learning) open(ctx context.Context, crawl string) (*dust.Learner, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rec, err := l.reg.Get(ctx, crawl)
 	if err != nil && !errors.Is(err, frontier.ErrNoCrawl) {
-		return nil, err
+		return nil, "", err
 	}
 	o := dust.Options{Incarnation: rec.Incarnation, NoRules: rec.Settings.Learn == "off"}
 	var sig string
 	o.Pin, o.Veto, sig = overridesOf(rec)
-	l.overrides[crawl] = sig
 	lr := dust.NewLearner(o)
 	if from := rec.Settings.RulesFrom; from != "" {
 		prior, err := l.rules.List(ctx, from)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		lr.Load(prior)
 	}
 	own, err := l.rules.List(ctx, crawl)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	lr.Load(own)
-	return lr, nil
+	return lr, sig, nil
 }
 
 // share writes the records of the hosts whose rules changed, every period
@@ -223,10 +232,7 @@ func (c *Crawler) observe(wait, ctx context.Context, entry frontier.Entry, host 
 		v = c.refetch(wait, ctx, lr, entry, host, page, pause)
 	}
 	if lr.Urgent() {
-		select {
-		case c.learn.kick <- struct{}{}:
-		default:
-		}
+		c.learn.shareSoon()
 	}
 	if page.Canonical != "" {
 		if canon, err := c.opts.Canonicalize(page.Canonical); err == nil && canon != entry.URL {

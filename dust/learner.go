@@ -294,12 +294,17 @@ func (l *Learner) credit(u, of string) {
 	}
 	active := h.active()
 	for _, r := range active {
-		without := slices.DeleteFunc(slices.Clone(active), func(x Rule) bool { return x == r })
+		without := withoutRule(active, r)
 		if l.keyWith(h, without, u) != l.keyWith(h, without, of) {
 			h.learned[r.String()].Saved++
 			h.dirty = true
 		}
 	}
+}
+
+// withoutRule is rs less r, a new slice.
+func withoutRule(rs []Rule, r Rule) []Rule {
+	return slices.DeleteFunc(slices.Clone(rs), func(x Rule) bool { return x == r })
 }
 
 // Observe takes a fetched page: u is its canonical URL, p its fingerprint.
@@ -758,7 +763,7 @@ func (l *Learner) refute(h *host, a, b *page) {
 			if lr.State != Active {
 				continue // pinned rules stay
 			}
-			without := slices.DeleteFunc(slices.Clone(active), func(x Rule) bool { return x == r })
+			without := withoutRule(active, r)
 			if l.keyWith(hh, without, a.url) == l.keyWith(hh, without, b.url) && hh == h && a.host == b.host {
 				continue
 			}
