@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/lograte"
 )
 
 // partitionRun is the pulling of one owned partition.
@@ -29,21 +31,26 @@ func (c *Crawler) leaseLoop(ctx context.Context) error {
 	o := c.opts
 	tick := time.NewTicker(o.LeaseTTL / 3)
 	defer tick.Stop()
+	// A NATS node away makes the leases fail and work by turns: each
+	// change is logged at once, then once a minute, and the state they
+	// stay in is said a minute after its line was left out.
+	lines := lograte.New(time.Minute)
 	var failing error
 	for {
-		err := c.balance(ctx)
+		err := c.balance(ctx, lines)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil
+		case err != nil && failing == nil:
+			lines.Log(o.Logger, slog.LevelWarn, "failing", "partition leases failing; retrying", "err", err)
 		case err != nil:
-			if failing == nil {
-				o.Logger.Warn("partition leases failing; retrying", "err", err)
-			}
-			failing = err
+			lines.LogOwed(o.Logger, slog.LevelWarn, "failing", "partition leases failing; retrying", "err", err)
 		case failing != nil:
-			o.Logger.Info("partition leases working again")
-			failing = nil
+			lines.Log(o.Logger, slog.LevelInfo, "working", "partition leases working again")
+		default:
+			lines.LogOwed(o.Logger, slog.LevelInfo, "working", "partition leases working again")
 		}
+		failing = err
 		select {
 		case <-ctx.Done():
 			return nil
@@ -55,14 +62,14 @@ func (c *Crawler) leaseLoop(ctx context.Context) error {
 // balance renews our leases, gives back partitions above our share (once
 // their messages in hand are done, so a host never has two crawlers) and
 // takes free ones up to it.
-func (c *Crawler) balance(ctx context.Context) error {
+func (c *Crawler) balance(ctx context.Context, lines *lograte.Limiter) error {
 	members, err := c.leases.heartbeat(ctx)
 	if err != nil {
 		return err
 	}
 	lost, err := c.leases.renew(ctx)
 	for _, p := range lost {
-		c.opts.Logger.Warn("lost partition lease", "partition", p)
+		lines.Log(c.opts.Logger, slog.LevelWarn, "lost", "lost partition lease", "partition", p)
 		c.mu.Lock()
 		r := c.owned[p]
 		delete(c.owned, p)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/admit"
+	"github.com/sievecrawl/sieve/internal/lograte"
 )
 
 // Dependencies a Worker tracks.
@@ -34,18 +35,23 @@ type DepState struct {
 	Error string `json:"error,omitempty"`
 }
 
-// health tracks dependencies and logs each change of state once. It is safe
-// for concurrent use.
+// health tracks dependencies and logs their changes of state: each
+// dependency's going down and coming back at once, then, while it flaps
+// (a NATS node away: one publish fails, the next succeeds), once a minute
+// each with the changes left out, and once more a minute after the last
+// line if its state then is one whose line was left out. It is safe for
+// concurrent use.
 type health struct {
 	mu    sync.Mutex
 	deps  map[string]*DepState
 	log   *slog.Logger
+	lines *lograte.Limiter
 	onSet func(dep string, up bool)
 	now   func() time.Time
 }
 
 func newHealth(log *slog.Logger, onSet func(string, bool)) *health {
-	h := &health{deps: map[string]*DepState{}, log: log, onSet: onSet, now: time.Now}
+	h := &health{deps: map[string]*DepState{}, log: log, lines: lograte.New(time.Minute), onSet: onSet, now: time.Now}
 	for _, d := range []string{DepNATS, DepFilter, DepStats, DepFrontier} {
 		h.deps[d] = &DepState{Up: true, Since: h.now()}
 		onSet(d, true)
@@ -63,22 +69,38 @@ func (h *health) set(dep string, err error) {
 		if !up {
 			s.Error = err.Error()
 		}
+		h.logState(dep, up, 0, true)
 		return
 	}
 	now := h.now()
 	was := now.Sub(s.Since).Round(time.Millisecond)
 	*s = DepState{Up: up, Since: now}
-	if up {
-		h.log.Info("dependency recovered", "dependency", dep, "down_for", was)
-	} else {
+	if !up {
 		s.Error = err.Error()
-		if dep == DepFrontier {
-			h.log.Warn("frontier stream full: waiting (backpressure)", "error", err)
-		} else {
-			h.log.Error("dependency unavailable: holding batches and retrying", "dependency", dep, "error", err)
-		}
 	}
+	h.logState(dep, up, was, false)
 	h.onSet(dep, up)
+}
+
+// logState logs dep's state: a change (at most once a minute for each
+// dependency and direction), or, with owed, the state it stays in if
+// changes into it were left out. h.mu is held.
+func (h *health) logState(dep string, up bool, was time.Duration, owed bool) {
+	logf := h.lines.Log
+	if owed {
+		logf = h.lines.LogOwed
+	}
+	s := h.deps[dep]
+	switch {
+	case up && owed:
+		logf(h.log, slog.LevelInfo, dep+" up", "dependency recovered", "dependency", dep)
+	case up:
+		logf(h.log, slog.LevelInfo, dep+" up", "dependency recovered", "dependency", dep, "down_for", was)
+	case dep == DepFrontier:
+		logf(h.log, slog.LevelWarn, dep+" down", "frontier stream full: waiting (backpressure)", "error", s.Error)
+	default:
+		logf(h.log, slog.LevelError, dep+" down", "dependency unavailable: holding batches and retrying", "dependency", dep, "error", s.Error)
+	}
 }
 
 func (h *health) states() map[string]DepState {

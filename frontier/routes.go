@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sievecrawl/sieve/internal/lograte"
 )
 
 // DefaultRouteLeaseTTL is WorkerOptions.RouteLeaseTTL's default.
@@ -45,6 +47,7 @@ type routeLeases struct {
 	id    string
 	ttl   time.Duration
 	log   *slog.Logger
+	lines *lograte.Limiter // failures: each at once, then once a minute
 	start func(route int) (stop func())
 
 	mu   sync.Mutex
@@ -73,7 +76,7 @@ func openRouteLeases(ctx context.Context, js jetstream.JetStream, topo Topology,
 	if err != nil {
 		return nil, fmt.Errorf("frontier: workers bucket: %w", err)
 	}
-	return &routeLeases{kv: kv, topo: topo, id: id, ttl: ttl, log: log, start: start, held: map[int]*routeLease{}}, nil
+	return &routeLeases{kv: kv, topo: topo, id: id, ttl: ttl, log: log, lines: lograte.New(time.Minute), start: start, held: map[int]*routeLease{}}, nil
 }
 
 // run keeps the worker's membership and leases until ctx ends, then
@@ -118,12 +121,12 @@ func (l *routeLeases) tick(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, l.ttl/3)
 	defer cancel()
 	if _, err := l.kv.Put(cctx, l.topo.MemberKey(l.id), []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
-		l.log.Warn("route lease heartbeat failed", "error", err)
+		l.lines.Log(l.log, slog.LevelWarn, "heartbeat", "route lease heartbeat failed", "error", err)
 	}
 	members, err := l.members(cctx)
 	if err != nil {
 		// Without the list, keep what is held and change nothing.
-		l.log.Warn("route lease: listing workers failed", "error", err)
+		l.lines.Log(l.log, slog.LevelWarn, "members", "route lease: listing workers failed", "error", err)
 	}
 	for r := 0; r < l.topo.Routes; r++ {
 		want := err == nil && wantedOwner(members, r) == l.id
@@ -205,7 +208,7 @@ func (l *routeLeases) refresh(ctx context.Context, r int, h *routeLease) {
 	var apiErr *jetstream.APIError
 	lost := errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 	if lost || time.Since(h.refreshed) >= l.ttl {
-		l.log.Warn("route partition lost", "route", r, "error", err)
+		l.lines.Log(l.log, slog.LevelWarn, "lost", "route partition lost", "route", r, "error", err)
 		l.drop(r, h)
 	}
 }
@@ -217,7 +220,7 @@ func (l *routeLeases) release(r int, h *routeLease) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
 	defer cancel()
 	if err := l.kv.Delete(ctx, l.topo.RouteKey(r), jetstream.LastRevision(h.rev)); err != nil {
-		l.log.Warn("route partition release failed (it expires)", "route", r, "error", err)
+		l.lines.Log(l.log, slog.LevelWarn, "release", "route partition release failed (it expires)", "route", r, "error", err)
 		return
 	}
 	l.log.Info("route partition released", "route", r)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sievecrawl/sieve/internal/lograte"
 )
 
 // MinServerVersion is the oldest nats-server that keeps the pipeline's
@@ -105,8 +107,8 @@ func versionNumbers(v string) ([3]int, bool) {
 // refusal if the client gives up (a server that refuses it again and
 // again).
 func WaitServer(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
-	var logged time.Time
-	said := map[string]time.Time{} // each cause, when it was last logged
+	logged := false
+	lines := lograte.New(time.Minute)
 	for !nc.IsConnected() {
 		if nc.IsClosed() {
 			return fmt.Errorf("frontier: nats connection closed: %w", waitingError(nc))
@@ -114,18 +116,14 @@ func WaitServer(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 		// One line per cause a minute: a new cause (the server, first
 		// unreachable, now refuses the client) at once, causes that
 		// alternate once a minute each.
-		if err := waitingError(nc); time.Since(said[err.Error()]) >= time.Minute {
-			if len(said) >= 16 {
-				clear(said)
-			}
-			log.Warn("waiting for NATS", "error", err)
-			logged, said[err.Error()] = time.Now(), time.Now()
-		}
+		err := waitingError(nc)
+		lines.Log(log, slog.LevelWarn, err.Error(), "waiting for NATS", "error", err)
+		logged = true
 		if !sleep(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("%w (%w)", ctx.Err(), waitingError(nc))
 		}
 	}
-	if !logged.IsZero() {
+	if logged {
 		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
 	}
 	return CheckServer(nc)

@@ -22,6 +22,7 @@ import (
 	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/internal/lograte"
 	"github.com/sievecrawl/sieve/pipeline"
 )
 
@@ -118,6 +119,7 @@ type Server struct {
 	mu          sync.Mutex
 	last        Report
 	failing     map[string]bool
+	lines       *lograte.Limiter // parts that cannot be read: each at once, then once a minute
 	filterAt    time.Time
 	rulesAt     time.Time
 	announcedAt time.Time
@@ -149,6 +151,7 @@ func New(src Sources, opts Options) (*Server, error) {
 		started: time.Now(),
 		series:  newSeries(int(opts.History/opts.Interval) + 1),
 		failing: map[string]bool{},
+		lines:   lograte.New(time.Minute),
 	}
 	if err := registerMetrics(opts.Registry, s); err != nil {
 		return nil, fmt.Errorf("watch: metrics: %w", err)
@@ -409,8 +412,11 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 	}
 	s.last = r
 	for part, msg := range r.Errors {
+		// Flapping (a NATS node away) is said once a minute.
 		if !s.failing[part] {
-			s.opts.Logger.Warn("watch: cannot read "+part, "err", msg)
+			s.lines.Log(s.opts.Logger, slog.LevelWarn, part, "watch: cannot read "+part, "err", msg)
+		} else {
+			s.lines.LogOwed(s.opts.Logger, slog.LevelWarn, part, "watch: cannot read "+part, "err", msg)
 		}
 	}
 	s.failing = map[string]bool{}
