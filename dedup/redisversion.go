@@ -34,14 +34,43 @@ func (e *RedisVersionError) Error() string {
 // Unwrap returns ErrRedisTooOld.
 func (e *RedisVersionError) Unwrap() error { return ErrRedisTooOld }
 
+// ErrRedisAuth is returned (inside a *RedisAuthError) when a Redis server
+// refuses the client's credentials: WRONGPASS (an unknown user, a wrong
+// password, a disabled user) or NOAUTH (a password is needed and none was
+// given).
+var ErrRedisAuth = errors.New("dedup: redis refused the credentials")
+
+// RedisAuthError names a server that refused the client's credentials and
+// says what it answered.
+type RedisAuthError struct {
+	// Addr is the server's address (a cluster's seed addresses).
+	Addr string
+	// Err is the server's answer.
+	Err error
+}
+
+func (e *RedisAuthError) Error() string {
+	return fmt.Sprintf("dedup: redis %s refused the credentials (redis.password, or the user and password of redis.url): %v", e.Addr, e.Err)
+}
+
+// Unwrap returns ErrRedisAuth and the server's answer.
+func (e *RedisAuthError) Unwrap() []error { return []error{ErrRedisAuth, e.Err} }
+
+// authRefused reports whether err is a server's refusal of the client's
+// credentials, by its error code.
+func authRefused(err error) bool {
+	return redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH")
+}
+
 // checkedRedis holds the clients whose servers CheckRedis accepted: a
 // process opens many filters (one per crawl, one per window generation) on
 // one client, and asks the server once.
 var checkedRedis sync.Map // redis.UniversalClient → struct{}
 
-// CheckRedis refuses, with a *RedisVersionError, a server (every master of
-// a cluster) whose INFO reports a version older than MinRedisVersion. A
-// server that refuses INFO is not refused. The Redis filters call it when
+// CheckRedis refuses, with a *RedisAuthError, a server that refuses the
+// client's credentials, and with a *RedisVersionError a server (every master
+// of a cluster) whose INFO reports a version older than MinRedisVersion. A
+// server that accepts the client but refuses INFO is not refused. The Redis filters call it when
 // they open; a client whose servers passed is not asked again.
 func CheckRedis(ctx context.Context, c redis.UniversalClient) error {
 	if _, ok := checkedRedis.Load(c); ok {
@@ -57,6 +86,9 @@ func CheckRedis(ctx context.Context, c redis.UniversalClient) error {
 func checkRedis(ctx context.Context, c redis.UniversalClient) error {
 	check := func(ctx context.Context, c *redis.Client) error {
 		info, err := c.Info(ctx, "server").Result()
+		if authRefused(err) {
+			return &RedisAuthError{Addr: c.Options().Addr, Err: err}
+		}
 		var rerr redis.Error
 		if errors.As(err, &rerr) {
 			return nil // INFO refused (a managed service may rename it): the server's own errors will tell
@@ -72,7 +104,11 @@ func checkRedis(ctx context.Context, c redis.UniversalClient) error {
 	}
 	switch c := c.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, check)
+		err := c.ForEachMaster(ctx, check)
+		if authRefused(err) && !errors.Is(err, ErrRedisAuth) { // refused while reading the slots
+			return &RedisAuthError{Addr: strings.Join(c.Options().Addrs, ","), Err: err}
+		}
+		return err
 	case *redis.Client:
 		return check(ctx, c)
 	}

@@ -69,3 +69,43 @@ func TestCheckRedis(t *testing.T) {
 		t.Errorf("unreachable server: %v, want an error naming it", err)
 	}
 }
+
+// TestCheckRedisCredentials checks a server with a password and an ACL
+// user: credentials it refuses are a *RedisAuthError naming the server and
+// its answer (WRONGPASS, NOAUTH), found when the filter opens rather than at
+// the first batch, where CheckRedis took the refusal of INFO for a managed
+// service's renamed command and passed (issue 39, item 10).
+func TestCheckRedisCredentials(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Args: []string{
+		"--user", "alice", "on", ">alice-pw", "~*", "&*", "+@all"}, Password: "right"})
+	for _, tt := range []struct {
+		name, user, password string
+		want                 string // the server's error code; "" accepted
+	}{
+		{name: "default user, right password", password: "right"},
+		{name: "ACL user, right password", user: "alice", password: "alice-pw"},
+		{name: "default user, wrong password", password: "wrong", want: "WRONGPASS"},
+		{name: "ACL user, wrong password", user: "alice", password: "wrong", want: "WRONGPASS"},
+		{name: "unknown user", user: "bob", password: "alice-pw", want: "WRONGPASS"},
+		{name: "no password", want: "NOAUTH"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: tt.user, Password: tt.password, DialerRetries: 1})
+			defer c.Close()
+			err := CheckRedis(context.Background(), c)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("CheckRedis = %v, want nil", err)
+				}
+				return
+			}
+			var aerr *RedisAuthError
+			if !errors.As(err, &aerr) || !errors.Is(err, ErrRedisAuth) {
+				t.Fatalf("CheckRedis = %v, want a *RedisAuthError", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.want) || !strings.Contains(msg, srv.Addr) || strings.Contains(msg, tt.password) && tt.password != "" {
+				t.Errorf("error %q: want it to name %s and the server, and never the password", msg, tt.want)
+			}
+		})
+	}
+}

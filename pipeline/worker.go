@@ -85,6 +85,9 @@ type Worker struct {
 	filters *crawlFilters
 	worker  atomic.Pointer[frontier.Worker]
 	state   atomic.Value // string
+	// waiting is why Run waits for Redis before the worker runs (nil:
+	// it does not).
+	waiting atomic.Pointer[frontier.DepState]
 
 	regMu sync.Mutex
 	reg   *frontier.Crawls
@@ -197,7 +200,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopMark := context.AfterFunc(ctx, func() { w.state.Store(StateStopping) })
 	defer stopMark()
 	if w.rdb != nil {
-		// A Redis too old for the filters is refused before any work; then
+		// A Redis too old for the filters is refused before any work, and
+		// one that refuses the credentials is waited for, saying so; then
 		// the filters of Crawls open.
 		steps := []func(context.Context) error{func(ctx context.Context) error { return dedup.CheckRedis(ctx, w.rdb) }}
 		for _, id := range w.Crawls {
@@ -206,7 +210,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		for i, step := range steps {
 			what := "open filter"
 			if i == 0 {
-				what = "check the redis version"
+				what = "check redis (credentials, version)"
 			}
 			if err := w.untilRedis(ctx, what, step); err != nil {
 				if ctx.Err() != nil {
@@ -329,14 +333,21 @@ func (w *Worker) untilRedis(ctx context.Context, what string, step func(context.
 		err := step(octx)
 		cancel()
 		if err == nil {
+			w.waiting.Store(nil)
 			if logged {
 				w.log().Info("redis answered: " + what + " done")
 			}
 			return nil
 		}
 		if permanent(err) || ctx.Err() != nil {
+			w.waiting.Store(nil)
 			return fmt.Errorf("%s: %w", what, err)
 		}
+		since := time.Now()
+		if d := w.waiting.Load(); d != nil {
+			since = d.Since
+		}
+		w.waiting.Store(&frontier.DepState{Since: since, Error: fmt.Sprintf("cannot %s: %v", what, err)})
 		if !logged {
 			w.log().Error("cannot "+what+" yet: retrying", "error", err)
 			logged = true
@@ -415,6 +426,10 @@ func (w *Worker) Readiness() Readiness {
 	switch {
 	case fw == nil:
 		r.Error = "starting: opening the filters"
+		if d := w.waiting.Load(); d != nil {
+			r.Error = "starting: " + d.Error
+			r.Dependencies = map[string]frontier.DepState{frontier.DepFilter: *d}
+		}
 	case r.State != StateRunning:
 		r.Error = r.State
 	default:

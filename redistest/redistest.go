@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,8 +37,12 @@ type Options struct {
 	// AOF turns on the append-only file with fsync on every write, so a
 	// restarted server comes back with everything it acknowledged.
 	AOF bool
-	// Args are extra redis-server arguments, e.g. "--maxmemory", "10mb".
+	// Args are extra redis-server arguments, e.g. "--maxmemory", "10mb",
+	// or an ACL user: "--user", "alice", "on", ">password", "~*", "+@all".
 	Args []string
+	// Password is the default user's password (requirepass; none: no
+	// password). Client, URL and the start's readiness check use it.
+	Password string
 }
 
 // Server is one redis-server process owned by a test. It is stopped when the
@@ -48,11 +53,12 @@ type Server struct {
 	// Dir is the server's working directory (its AOF and cluster files).
 	Dir string
 
-	tb   testing.TB
-	port int
-	args []string
-	cmd  *exec.Cmd
-	done chan struct{}
+	tb       testing.TB
+	port     int
+	password string
+	args     []string
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
 // Binary returns the path of the named Redis binary, skipping or (with CI=true)
@@ -83,7 +89,7 @@ func Start(tb testing.TB, opts Options) *Server {
 		if err != nil {
 			tb.Fatalf("redistest: %v", err)
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, tb: tb, port: port}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, tb: tb, port: port, password: opts.Password}
 		s.args = append(serverArgs(port, dir, opts), opts.Args...)
 		if lastErr = s.start(bin); lastErr == nil {
 			tb.Cleanup(s.Stop)
@@ -106,6 +112,9 @@ func serverArgs(port int, dir string, opts Options) []string {
 	}
 	if opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	if opts.Password != "" {
+		args = append(args, "--requirepass", opts.Password)
 	}
 	return args
 }
@@ -130,7 +139,7 @@ func (s *Server) start(bin string) error {
 }
 
 func (s *Server) waitReady() error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -157,13 +166,18 @@ func (s *Server) waitReady() error {
 // out, and a retried script is not the call the test made (a loaded machine
 // can take longer than go-redis's 3s default over a large batch).
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: 30 * time.Second})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password, ReadTimeout: 30 * time.Second})
 	s.tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// URL returns the server's redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.Addr }
+// URL returns the server's redis:// URL, with its password if it has one.
+func (s *Server) URL() string {
+	if s.password != "" {
+		return (&url.URL{Scheme: "redis", User: url.UserPassword("", s.password), Host: s.Addr}).String()
+	}
+	return "redis://" + s.Addr
+}
 
 // Stop shuts the server down (SIGTERM, which flushes an AOF) and waits for it,
 // resuming it first if it is paused. It is safe to call more than once.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,10 +57,16 @@ func (w testWriter) Write(p []byte) (int, error) {
 // stops it as SIGTERM would.
 func startMain(tb testing.TB, cfg config.Config) (*Main, func() error) {
 	tb.Helper()
+	return startMainLog(tb, cfg, testWriter{tb})
+}
+
+// startMainLog is startMain with the log written to log.
+func startMainLog(tb testing.TB, cfg config.Config, log io.Writer) (*Main, func() error) {
+	tb.Helper()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	m := &Main{Config: cfg, Logger: newLogger(testWriter{tb}, cfg.Log)}
+	m := &Main{Config: cfg, Logger: newLogger(log, cfg.Log)}
 	if err := m.Open(); err != nil {
 		tb.Fatal(err)
 	}
@@ -302,6 +309,38 @@ func TestMainServesAndCommandsReport(t *testing.T) {
 	}
 }
 
+// TestMainWaitsForRedisCredentials starts a worker whose Redis password
+// the server refuses: the log says so at once, naming the server's answer
+// (WRONGPASS), and /readyz is 503 with that reason, where before the worker
+// was ready until its first batch failed (issue 39, item 10). The worker
+// waits rather than exits: once the server accepts the password (its ACL
+// changed; nothing restarted), it becomes ready by itself.
+func TestMainWaitsForRedisCredentials(t *testing.T) {
+	h := &harness{nats: natstest.Start(t, natstest.Options{}), redis: redistest.Start(t, redistest.Options{Password: "right"})}
+	cfg := testConfig(h.nats.URL(), "redis://:wrong@"+h.redis.Addr)
+	log := &syncBuffer{}
+	m, _ := startMainLog(t, cfg, io.MultiWriter(log, testWriter{t}))
+	base := "http://" + m.Addr()
+	start := time.Now()
+	waitFor(t, 5*time.Second, "the log to say Redis refused the credentials: WRONGPASS", func() bool {
+		return strings.Contains(log.String(), "refused the credentials (redis.password, or the user and password of redis.url): WRONGPASS")
+	})
+	t.Logf("the refusal was logged %v after the start", time.Since(start).Round(time.Millisecond))
+	var body string
+	waitFor(t, 5*time.Second, "/readyz 503 naming WRONGPASS", func() bool {
+		var code int
+		code, body = get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "WRONGPASS")
+	})
+	if strings.Contains(body, ":wrong@") || strings.Contains(log.String(), ":wrong@") {
+		t.Errorf("the password is shown: /readyz %s", body)
+	}
+	if err := h.redis.Client().ConfigSet(context.Background(), "requirepass", "wrong").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "/readyz 200 once Redis accepts the password", func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK })
+}
+
 func TestMainRidesOutRedisRestart(t *testing.T) {
 	h := newHarness(t)
 	cfg := testConfig(h.nats.URL(), h.redis.URL())
@@ -445,4 +484,22 @@ func TestMainOnRedisCluster(t *testing.T) {
 	if len(seen) != len(want) {
 		t.Errorf("frontier has %d URLs, want %d", len(seen), len(want))
 	}
+}
+
+// syncBuffer is a log that a test reads while the worker writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
