@@ -20,12 +20,12 @@
 //
 // # Nothing held for a queue's turn
 //
-// Each queue holds at most Buffer items waiting. Offer refuses an item when
+// Each queue holds a few items waiting (its buffer). Offer refuses an item when
 // its queue's buffer is full and says when to offer it again: the queue's
-// next start, plus one interval for every item waiting before it but the last
-// and for every item already refused (the queue's horizon), so it comes back
-// when the buffer has room and one item still waits, and a little lateness in
-// coming back never leaves the queue idle. The caller leaves the
+// next start, plus one interval for every item waiting before it but the
+// last half of the buffer and for every item already refused (the queue's
+// horizon), so it comes back when the buffer has room and half of it still
+// waits, and a little lateness in coming back never leaves the queue idle. The caller leaves the
 // item where it came from until then (the crawler hands a frontier message
 // back to JetStream with that delay), so a host with a backlog of 10,000
 // URLs holds Buffer of them, not 10,000, and the items of other hosts behind
@@ -84,8 +84,12 @@ type Options struct {
 	// Delay is the least time between two starts of one queue: 1s;
 	// negative for none.
 	Delay time.Duration
-	// Buffer is the most items one queue holds waiting: 2 × its Parallel.
+	// Buffer, if set, is the most items one queue holds waiting;
+	// otherwise a queue holds 2 × its Parallel, or what it starts in two
+	// MinDefers, whichever is more, up to MaxBuffer.
 	Buffer int
+	// MaxBuffer bounds the buffer of a fast queue: 256.
+	MaxBuffer int
 	// MaxPause bounds the pause an item may ask for at Done and the block of
 	// BlockUntil, counted from now: 1h.
 	MaxPause time.Duration
@@ -107,6 +111,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MinDefer <= 0 {
 		o.MinDefer = 100 * time.Millisecond
+	}
+	if o.MaxBuffer <= 0 {
+		o.MaxBuffer = 256
 	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
@@ -179,11 +186,22 @@ func (s *Scheduler[T]) resolve(key string) Limits {
 	return l
 }
 
+// bufferOf is the most items q holds waiting: see "Nothing held for a
+// queue's turn".
 func (s *Scheduler[T]) bufferOf(q *queue[T]) int {
 	if s.o.Buffer > 0 {
 		return s.o.Buffer
 	}
-	return 2 * q.limits.Parallel
+	n := 2 * q.limits.Parallel
+	if n >= s.o.MaxBuffer {
+		return n
+	}
+	iv := q.interval()
+	if iv <= 0 {
+		// No delay and no duration measured yet: as fast as can be.
+		return s.o.MaxBuffer
+	}
+	return min(max(n, q.limits.Parallel+int(2*s.o.MinDefer/iv)), s.o.MaxBuffer)
 }
 
 func (s *Scheduler[T]) queueLocked(key string) *queue[T] {
@@ -232,12 +250,12 @@ func (s *Scheduler[T]) offer(key string, item T, deferred bool) (bool, time.Time
 		return true, time.Time{}
 	}
 	// Its turn: after the items waiting and those refused before it. It
-	// is asked back one interval early, when the buffer has room again
-	// and one item still waits, so that a little lateness in coming back
-	// never leaves the queue idle.
+	// is asked back early, when the buffer has room again and half of it
+	// still waits (one item of a buffer of two), so that a little lateness
+	// in coming back never leaves the queue idle.
 	iv := q.interval()
 	start := later(now, q.next, q.blocked)
-	at := start.Add(time.Duration(max(len(q.items)-1, 0)) * iv)
+	at := start.Add(time.Duration(max(len(q.items)-s.bufferOf(q)/2, 0)) * iv)
 	if q.horizon.After(at) {
 		at = q.horizon
 	}

@@ -279,6 +279,72 @@ func TestOfferBoundsBuffer(t *testing.T) {
 	}
 }
 
+// TestBufferFollowsPace checks that a queue's buffer holds what it starts
+// while a refused item is away: 2 × Parallel for a polite queue, more for a
+// queue without a delay whose items are fast (Parallel + 2 MinDefers over its
+// interval), MaxBuffer before any duration is known, never more than
+// MaxBuffer; and that a refused item of a fast queue is asked back when half
+// the buffer still waits, not when it is nearly empty.
+func TestBufferFollowsPace(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		o         Options
+		item      time.Duration // each item's duration; 0: none done yet
+		min, max  int           // the buffer's bounds
+		halfTurns bool          // check the refused item's turn
+	}{
+		{name: "polite", o: Options{}, min: 2, max: 2},
+		{name: "polite, 4 at once", o: Options{Parallel: 4}, min: 8, max: 8},
+		{name: "no delay, 2ms items", o: Options{Delay: -1}, item: 2 * time.Millisecond, min: 95, max: 105, halfTurns: true},
+		{name: "no delay, 4 at once, 8ms items", o: Options{Delay: -1, Parallel: 4}, item: 8 * time.Millisecond, min: 95, max: 110, halfTurns: true},
+		{name: "no delay, nothing done yet", o: Options{Delay: -1}, min: 256, max: 256},
+		{name: "no delay, 100µs items: capped", o: Options{Delay: -1}, item: 100 * time.Microsecond, min: 256, max: 256},
+		{name: "MaxBuffer", o: Options{Delay: -1, MaxBuffer: 16}, item: 2 * time.Millisecond, min: 16, max: 16},
+		{name: "Buffer wins", o: Options{Delay: -1, Buffer: 3}, item: 2 * time.Millisecond, min: 3, max: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			tc.o.Clock = clock
+			s := New[int](tc.o)
+			if tc.item > 0 {
+				// Learn the pace: one item at a time, each tc.item long.
+				s.Offer("h", 0)
+				for range 60 {
+					_, _, _ = s.TryTake()
+					start := clock.Now()
+					clock.Advance(tc.item)
+					s.Offer("h", 0)
+					s.Done("h", start, 0)
+				}
+				takeAll(s)
+				clock.Advance(time.Second) // past any delay
+			}
+			now := clock.Now()
+			n := 0
+			var at time.Time
+			for i := range 1000 {
+				ok, turn := s.Offer("h", i)
+				if !ok {
+					at = turn
+					break
+				}
+				n++
+			}
+			if n < tc.min || n > tc.max {
+				t.Fatalf("buffer = %d, want %d–%d", n, tc.min, tc.max)
+			}
+			if tc.halfTurns {
+				// Asked back after about half the buffer's turns.
+				iv := tc.item / time.Duration(max(tc.o.Parallel, 1))
+				half := time.Duration(n/2) * iv
+				if d := at.Sub(now); d < half*9/10 || d > half*11/10 {
+					t.Errorf("first refused item asked back after %v, want about %v (half the buffer)", d, half)
+				}
+			}
+		})
+	}
+}
+
 // TestOfferKeepsOrder checks that a queue's items start in the order they
 // came: a new item goes behind the items refused before it until they had
 // their turn, and those come back with OfferDeferred. A crawl that let new
