@@ -131,9 +131,9 @@ type Frontier struct {
 
 // Worker tunes one dedup worker process.
 type Worker struct {
-	Batch           int           `yaml:"batch" help:"discovered messages fetched and filtered together (one filter call per batch)"`
+	Batch           int           `yaml:"batch" help:"most discovered messages fetched and filtered together (one filter call per batch); a batch is what is waiting, never held for more"`
 	Concurrency     int           `yaml:"concurrency" help:"batches a worker processes at once"`
-	FetchWait       time.Duration `yaml:"fetch_wait" help:"longest wait for a batch to fill before processing what arrived"`
+	FetchWait       time.Duration `yaml:"fetch_wait" help:"how long one pull waits for a message when none is waiting"`
 	BackoffMin      time.Duration `yaml:"backoff_min" help:"first pause after Redis or NATS fails"`
 	BackoffMax      time.Duration `yaml:"backoff_max" help:"longest pause between retries while Redis or NATS is down"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, time allowed to finish the batches in hand"`

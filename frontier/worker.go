@@ -78,8 +78,9 @@ type WorkerOptions struct {
 	Batch int
 	// Concurrency is the number of batches in progress at once (default 4).
 	Concurrency int
-	// FetchWait bounds how long a fetch waits for its batch to fill
-	// (default 100 ms).
+	// FetchWait bounds how long a fetch waits for a message when none is
+	// waiting (default 100 ms); a batch is what is waiting, never held
+	// for more to come.
 	FetchWait time.Duration
 	// BackoffMin and BackoffMax bound the pause between retries while a
 	// dependency fails (defaults 100 ms and 5 s).
@@ -402,16 +403,34 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 	}
 }
 
+// fetch takes the next batch: what is waiting, up to Batch, at once; when
+// nothing is, it waits up to FetchWait for one message and takes what has
+// arrived with it. A batch is thus what arrived while the last one was
+// handled (natural batching): full under load, a page's links alone when
+// pages come one at a time, and never held back by a timer waiting for it
+// to fill, which would add its wait to every page's way to the frontier.
 func (w *Worker) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
-	batch, err := cons.Fetch(w.o.Batch, jetstream.FetchMaxWait(w.o.FetchWait))
-	if err != nil {
-		return nil, err
+	msgs, err := collect(nil)(cons.FetchNoWait(w.o.Batch))
+	if len(msgs) > 0 || err != nil {
+		return msgs, err
 	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
+	if msgs, err = collect(nil)(cons.Fetch(1, jetstream.FetchMaxWait(w.o.FetchWait))); len(msgs) == 0 || err != nil {
+		return msgs, err
 	}
-	return msgs, batch.Error()
+	return collect(msgs)(cons.FetchNoWait(w.o.Batch - 1))
+}
+
+// collect returns a function appending a fetch's messages to msgs.
+func collect(msgs []jetstream.Msg) func(jetstream.MessageBatch, error) ([]jetstream.Msg, error) {
+	return func(batch jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
+		if err != nil {
+			return msgs, err
+		}
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		return msgs, batch.Error()
+	}
 }
 
 var _ admit.Messages = (*batch)(nil)

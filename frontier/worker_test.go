@@ -179,6 +179,32 @@ func TestWorkerAdmitsEachURLOnce(t *testing.T) {
 	t.Logf("the workers processed %d and %d pages", st1.Totals.Pages, st2.Totals.Pages)
 }
 
+// TestWorkerTakesWhatIsWaiting checks natural batching: a page that comes
+// alone is admitted at once, not when a timer gives up waiting for its batch
+// of 64 to fill (with FetchWait 8 s here, a batch held for more would take 8
+// s). Full batches under load are the pipeline benchmark's.
+func TestWorkerTakesWhatIsWaiting(t *testing.T) {
+	p := newPipeline(t, frontier.Topology{})
+	s := site{host: "alone.example", pages: 200}
+	w := newWorker(t, p, newMemoryFilter(t), nil, frontier.WorkerOptions{Batch: 64, Concurrency: 1, FetchWait: 8 * time.Second})
+	runWorker(t, w)
+	// Let the worker's first pull find nothing and wait.
+	time.Sleep(200 * time.Millisecond)
+
+	for i, links := range [][]int{{1, 2}, {3}} {
+		start := time.Now()
+		p.publish(t, s.page("c", i, links, 0))
+		var got []frontierMsg
+		for len(got) < len(links) && time.Since(start) < 4*time.Second {
+			got = append(got, p.take(t, len(links)-len(got))...)
+		}
+		if len(got) != len(links) {
+			t.Fatalf("page %d: %d of its %d links admitted after %v: the worker held a batch of one for more", i, len(got), len(links), time.Since(start).Round(time.Millisecond))
+		}
+		t.Logf("page %d alone: its links admitted after %v (FetchWait %v)", i, time.Since(start).Round(time.Millisecond), 8*time.Second)
+	}
+}
+
 func TestWorkerGracefulStopFinishesBatches(t *testing.T) {
 	p := newPipeline(t, frontier.Topology{})
 	s := site{host: "stop.example", pages: 5000}
