@@ -67,6 +67,16 @@ go_tool() {
 }
 go_tool ia-warc github.com/internetarchive/gowarc@v0.8.96 github.com/internetarchive/gowarc/cmd/warc
 go_tool docker-compose github.com/docker/compose/v2@v2.40.3 github.com/docker/compose/v2/cmd
+# The node restart tests (natstest, frontier's
+# TestClusterNodeRestartKeepsReplicas) kill nats-server processes of the
+# version go.mod requires: the server the other tests embed and compose
+# ships, built here from this module's own dependencies
+# (natstest.ModuleBinary builds it too when it is missing).
+nats_version="$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)"
+if [ ! -x "$SIEVE_TOOLS/bin/nats-server-$nats_version" ]; then
+	echo "test.sh: building nats-server $nats_version (once)"
+	go build -o "$SIEVE_TOOLS/bin/nats-server-$nats_version" github.com/nats-io/nats-server/v2
+fi
 if [ ! -x "$SIEVE_TOOLS/node_modules/.bin/warcio" ]; then
 	have npm || install npm npm
 	echo "test.sh: installing warcio 2.4.11 with npm"

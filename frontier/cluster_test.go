@@ -19,7 +19,7 @@ import (
 // clusterConn connects through config, as the binaries do, with nats.url a
 // list of the cluster's nodes starting with node first (tried first: the
 // client does not shuffle it, so the test knows where it is connected).
-func clusterConn(tb testing.TB, c *natstest.Cluster, first int) *nats.Conn {
+func clusterConn(tb testing.TB, c interface{ URL(first int) string }, first int) *nats.Conn {
 	tb.Helper()
 	nc, err := config.NATS{URL: c.URL(first), ReconnectWait: 50 * time.Millisecond}.Connect("cluster-test", nats.DontRandomize())
 	if err != nil {

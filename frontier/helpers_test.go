@@ -266,3 +266,22 @@ func (s site) page(crawl string, i int, links []int, variant int) frontier.Disco
 	}
 	return d
 }
+
+// keepPublishing has p publish pages of s (two links each) every 5 ms until
+// the returned stop is called, which waits for the last publish.
+func keepPublishing(tb testing.TB, p *pipeline, s site) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			p.publish(tb, s.page("c", i%s.pages, []int{(i * 7) % s.pages, (i * 13) % s.pages}, i))
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}

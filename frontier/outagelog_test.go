@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,21 +63,7 @@ func TestOutageLogsOncePerCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	crawler := &pipeline{js: pjs, topo: topo}
-	s := site{host: "outage.example", pages: 5000}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			crawler.publish(t, s.page("c", i%s.pages, []int{(i * 7) % s.pages, (i * 13) % s.pages}, i))
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-	defer func() { close(stop); wg.Wait() }()
+	defer keepPublishing(t, crawler, site{host: "outage.example", pages: 5000})()
 	deadline := time.Now().Add(30 * time.Second)
 	for workers[0].Status().Totals.Pages+workers[1].Status().Totals.Pages < 100 {
 		if time.Now().After(deadline) {

@@ -38,7 +38,22 @@ func (c *cluster) routes() []*url.URL {
 type Cluster struct {
 	// Servers are the nodes, named n1, n2, …
 	Servers []*Server
-	tb      testing.TB
+	mesh
+}
+
+// node is what the client side of a cluster needs of one of its nodes,
+// embedded (Server) or a process (External).
+type node interface {
+	URL() string
+	Name() string
+	Running() bool
+}
+
+// mesh is the client side of a cluster of nodes, embedded or processes:
+// its URLs, connections and leaders.
+type mesh struct {
+	tb    testing.TB
+	nodes []node
 }
 
 // clusterReadyTimeout bounds how long a cluster may take to elect its
@@ -62,7 +77,7 @@ func StartCluster(tb testing.TB, n int, opts Options) *Cluster {
 		}
 		cl.ports = append(cl.ports, port)
 	}
-	c := &Cluster{tb: tb}
+	c := &Cluster{mesh: mesh{tb: tb}}
 	for i := 0; i < n; i++ {
 		s := &Server{StoreDir: tb.TempDir(), tb: tb, opts: opts, port: -1,
 			name: "n" + strconv.Itoa(i+1), cluster: cl, route: cl.ports[i]}
@@ -72,15 +87,16 @@ func StartCluster(tb testing.TB, n int, opts Options) *Cluster {
 		s.port = s.srv.Addr().(*net.TCPAddr).Port
 		tb.Cleanup(s.Shutdown)
 		c.Servers = append(c.Servers, s)
+		c.nodes = append(c.nodes, s)
 	}
 	c.WaitReady()
 	return c
 }
 
 // URLs returns the client URLs of every node, first to last.
-func (c *Cluster) URLs() []string {
+func (c *mesh) URLs() []string {
 	var out []string
-	for _, s := range c.Servers {
+	for _, s := range c.nodes {
 		out = append(out, s.URL())
 	}
 	return out
@@ -89,9 +105,9 @@ func (c *Cluster) URLs() []string {
 // URL returns the nodes' client URLs as one comma-separated list starting
 // with node first (an index into Servers): the form of nats.url that makes
 // a client try that node first and the others when it goes away.
-func (c *Cluster) URL(first int) string {
-	urls := []string{c.Servers[first].URL()}
-	for i, s := range c.Servers {
+func (c *mesh) URL(first int) string {
+	urls := []string{c.nodes[first].URL()}
+	for i, s := range c.nodes {
 		if i != first {
 			urls = append(urls, s.URL())
 		}
@@ -102,7 +118,7 @@ func (c *Cluster) URL(first int) string {
 // Conn returns a client connection that tries node first before the others
 // (in order, not at random) and reconnects forever, closed when the test
 // ends.
-func (c *Cluster) Conn(first int) *nats.Conn {
+func (c *mesh) Conn(first int) *nats.Conn {
 	c.tb.Helper()
 	nc, err := nats.Connect(c.URL(first),
 		nats.DontRandomize(),
@@ -117,7 +133,7 @@ func (c *Cluster) Conn(first int) *nats.Conn {
 }
 
 // JetStream returns a JetStream context on a fresh Conn(first).
-func (c *Cluster) JetStream(first int) jetstream.JetStream {
+func (c *mesh) JetStream(first int) jetstream.JetStream {
 	c.tb.Helper()
 	js, err := jetstream.New(c.Conn(first))
 	if err != nil {
@@ -128,16 +144,16 @@ func (c *Cluster) JetStream(first int) jetstream.JetStream {
 
 // WaitReady waits until JetStream answers through every running node (the
 // meta leader is elected and every node knows it).
-func (c *Cluster) WaitReady() {
+func (c *mesh) WaitReady() {
 	c.tb.Helper()
 	deadline := time.Now().Add(clusterReadyTimeout)
-	for _, s := range c.Servers {
+	for _, s := range c.nodes {
 		if !s.Running() {
 			continue
 		}
 		nc, err := nats.Connect(s.URL())
 		if err != nil {
-			c.tb.Fatalf("natstest: connect %s: %v", s.name, err)
+			c.tb.Fatalf("natstest: connect %s: %v", s.Name(), err)
 		}
 		js, _ := jetstream.New(nc)
 		for {
@@ -149,7 +165,7 @@ func (c *Cluster) WaitReady() {
 			}
 			if time.Now().After(deadline) {
 				nc.Close()
-				c.tb.Fatalf("natstest: JetStream not ready on %s within %v: %v", s.name, clusterReadyTimeout, err)
+				c.tb.Fatalf("natstest: JetStream not ready on %s within %v: %v", s.Name(), clusterReadyTimeout, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -160,9 +176,9 @@ func (c *Cluster) WaitReady() {
 // ErrNoLeader is returned (wrapped) by Leader while a stream has no leader.
 var ErrNoLeader = errors.New("natstest: stream has no leader")
 
-// Leader returns the index in Servers of the node that leads stream, asking
+// Leader returns the index (in Servers or Nodes) of the node that leads stream, asking
 // through js.
-func (c *Cluster) Leader(ctx context.Context, js jetstream.JetStream, stream string) (int, error) {
+func (c *mesh) Leader(ctx context.Context, js jetstream.JetStream, stream string) (int, error) {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return 0, fmt.Errorf("natstest: stream %s: %w", stream, err)
@@ -174,8 +190,8 @@ func (c *Cluster) Leader(ctx context.Context, js jetstream.JetStream, stream str
 	if info.Cluster == nil || info.Cluster.Leader == "" {
 		return 0, fmt.Errorf("%w: %s", ErrNoLeader, stream)
 	}
-	for i, s := range c.Servers {
-		if s.name == info.Cluster.Leader {
+	for i, s := range c.nodes {
+		if s.Name() == info.Cluster.Leader {
 			return i, nil
 		}
 	}

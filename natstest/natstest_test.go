@@ -75,8 +75,8 @@ func TestExternalServer(t *testing.T) {
 	if _, err := js.AccountInfo(ctx); err != nil {
 		t.Errorf("JetStream on the external server: %v", err)
 	}
-	e.Stop()
-	e.Stop() // idempotent
+	e.Kill()
+	e.Kill() // idempotent
 }
 
 // TestClusterMovesLeaderAndKeepsMessages checks the cluster harness: a
@@ -130,5 +130,47 @@ func TestClusterMovesLeaderAndKeepsMessages(t *testing.T) {
 	c.WaitReady()
 	if !c.Servers[leader].Running() {
 		t.Errorf("%s not running after StartAgain", c.Servers[leader].Name())
+	}
+}
+
+// TestProcessCluster checks the process cluster harness on go.mod's
+// nats-server, built: a node killed with SIGKILL and started again comes
+// back with its name and its replica of an R3 stream, current, and its
+// server reports the version the tests embed.
+func TestProcessCluster(t *testing.T) {
+	c := natstest.StartProcessCluster(t, natstest.ModuleBinary(t), 3)
+	if v := c.Nodes[0].Version; v != natstest.ModuleVersion() {
+		t.Errorf("the built server is %s, the embedded one %s", v, natstest.ModuleVersion())
+	}
+	js := c.JetStream(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := c.MetaLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Nodes[(meta+1)%3]
+	n.Kill()
+	if n.Running() {
+		t.Fatal("Running() = true after Kill")
+	}
+	if _, err := js.Publish(ctx, "r3.a", []byte("while it was away")); err != nil {
+		t.Fatal(err)
+	}
+	n.StartAgain()
+	for {
+		info, err := n.Jsz(ctx)
+		if err == nil && len(info.AccountDetails) == 1 && len(info.AccountDetails[0].Streams) == 1 {
+			if sd := info.AccountDetails[0].Streams[0]; sd.Name == "R3" && sd.State.Msgs == 1 {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s after its restart: jsz %v, %v; want its replica of R3 with the message sent while it was away\n%s", n.Name(), info, err, n.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
