@@ -171,8 +171,12 @@ func (h *StreamHealth) ours(name string) bool {
 type problem struct{ key, text string }
 
 // Check reads every stream once (each within Every, at most 5 s) and
-// updates what Streams, Degraded and the gauges say.
+// updates what Streams, Degraded and the gauges say. Disconnected from
+// NATS, it changes nothing.
 func (h *StreamHealth) Check(ctx context.Context) {
+	if Connected(h.js.Conn()) != nil {
+		return // readiness says so; the streams' state is unknown, not changed
+	}
 	timeout := min(h.o.Every, 5*time.Second)
 	found := map[string][]problem{}
 	info := map[string]*jetstream.StreamInfo{}
@@ -196,24 +200,42 @@ func (h *StreamHealth) Check(ctx context.Context) {
 		}
 	}
 	h.mu.Unlock()
+	// The streams are read in parallel: without a quorum each read waits
+	// its whole timeout.
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, 8)
+	)
 	for _, name := range names {
-		ictx, cancel := context.WithTimeout(ctx, timeout)
-		in, err := h.streamInfo(ictx, name)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		switch {
-		case errors.Is(err, jetstream.ErrStreamNotFound) && slices.Contains(h.required(), name):
-			found[name] = []problem{{"missing", "not found"}}
-		case errors.Is(err, jetstream.ErrStreamNotFound):
-			// Not made yet by this deployment (routes off, no archive).
-		case err != nil:
-			found[name] = []problem{{"unread", "cannot be read: " + err.Error()}}
-		default:
-			info[name] = in
-			found[name] = replicaProblems(in)
-		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ictx, cancel := context.WithTimeout(ctx, timeout)
+			in, err := h.streamInfo(ictx, name)
+			cancel()
+			var probs []problem
+			switch {
+			case errors.Is(err, jetstream.ErrStreamNotFound) && slices.Contains(h.required(), name):
+				probs = []problem{{"missing", "not found"}}
+			case errors.Is(err, jetstream.ErrStreamNotFound):
+				return // not made yet by this deployment (routes off, no archive)
+			case err != nil:
+				probs = []problem{{"unread", "cannot be read: " + err.Error()}}
+			default:
+				probs = replicaProblems(in)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			found[name] = probs
+			if in != nil {
+				info[name] = in
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
 	}
 	h.update(found, info)
 }
@@ -242,13 +264,20 @@ func replicaProblems(in *jetstream.StreamInfo) []problem {
 	if got := len(c.Replicas) + 1; got < want {
 		out = append(out, problem{"count", fmt.Sprintf("%d of %d replicas", got, want)})
 	}
+	current := 1 // the leader
 	for _, p := range c.Replicas {
 		switch {
 		case p.Offline:
 			out = append(out, problem{"replica " + p.Name, "replica " + p.Name + " offline"})
 		case !p.Current:
 			out = append(out, problem{"replica " + p.Name, fmt.Sprintf("replica %s not current (%d behind)", p.Name, p.Lag)})
+		default:
+			current++
 		}
+	}
+	if current < want/2+1 {
+		// Writes stall: what nats-server logs as "has NO quorum, stalled".
+		out = append([]problem{{"quorum", fmt.Sprintf("no quorum: %d of %d replicas current", current, want)}}, out...)
 	}
 	return out
 }
@@ -279,7 +308,11 @@ func (h *StreamHealth) update(found map[string][]problem, info map[string]*jetst
 			}
 			st.Problems = append(st.Problems, p.text)
 			if lasted := now.Sub(first); lasted >= h.o.Bound {
-				why = append(why, fmt.Sprintf("%s for %v", p.text, lasted.Round(time.Second)))
+				if h.o.Bound < 0 {
+					why = append(why, p.text) // a one-shot check: no duration to say
+				} else {
+					why = append(why, fmt.Sprintf("%s for %v", p.text, lasted.Round(time.Second)))
+				}
 				if strings.HasPrefix(p.key, "replica ") {
 					st.Lagging++
 				}

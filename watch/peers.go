@@ -25,6 +25,8 @@ type Peer struct {
 	Started time.Time `json:"started"`
 	At      time.Time `json:"at"` // when it announced this
 	Rates   Rates     `json:"rates"`
+	// Degraded names what works, but not as it should (Report.Degraded).
+	Degraded map[string]string `json:"degraded,omitempty"`
 }
 
 // Peers is where the processes of a deployment announce themselves and find

@@ -395,6 +395,7 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 		v["warc:bytes"] = float64(a.Bytes)
 	}
 	r.Ready, r.NotReady = s.ready()
+	r.Degraded = s.degraded()
 	s.series.add(now, v)
 	win := 10 * time.Second
 	r.Rates = Rates{
@@ -440,7 +441,7 @@ func (s *Server) announcePeers(ctx context.Context, r *Report) {
 	}
 	s.mu.Unlock()
 	if due {
-		err := s.src.Peers.Announce(ctx, Peer{ID: s.src.ID, Role: s.src.Role, URL: url, Ready: r.Ready, Started: s.started, At: r.At, Rates: r.Rates})
+		err := s.src.Peers.Announce(ctx, Peer{ID: s.src.ID, Role: s.src.Role, URL: url, Ready: r.Ready, Degraded: r.Degraded, Started: s.started, At: r.At, Rates: r.Rates})
 		if err == nil {
 			s.mu.Lock()
 			s.announced = true
@@ -492,6 +493,21 @@ func (s *Server) ready() (bool, map[string]string) {
 	return not == nil, not
 }
 
+// degraded gathers what works, but not as it should, by part; nil when
+// nothing is.
+func (s *Server) degraded() map[string]string {
+	var out map[string]string
+	for _, d := range s.src.Degraded {
+		for part, why := range d.Degraded() {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[part] = why
+		}
+	}
+	return out
+}
+
 // Handler serves the watch surface: / (the page and its files), /stats,
 // /series, /metrics, /healthz, /readyz, and POST /contains.
 func (s *Server) Handler() http.Handler {
@@ -518,11 +534,13 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ok, not := s.ready()
+		// Degraded parts leave the process ready: they are named.
 		body := struct {
 			Ready    bool                `json:"ready"`
 			NotReady map[string]string   `json:"not_ready,omitempty"`
+			Degraded map[string]string   `json:"degraded,omitempty"`
 			Worker   *pipeline.Readiness `json:"worker,omitempty"`
-		}{Ready: ok, NotReady: not}
+		}{Ready: ok, NotReady: not, Degraded: s.degraded()}
 		if s.src.Worker != nil {
 			rd := s.src.Worker.Readiness()
 			body.Worker = &rd

@@ -60,6 +60,14 @@ type Crawler interface {
 	Stats() crawl.Stats
 }
 
+// Degradation says which parts work, but not as they should, and why, by
+// part (frontier.StreamHealth: a stream whose replica is behind).
+type Degradation interface {
+	Degraded() map[string]string
+}
+
+var _ Degradation = (*frontier.StreamHealth)(nil)
+
 // Sources are what a process has to show. Nil fields are parts it does not
 // have.
 type Sources struct {
@@ -83,6 +91,11 @@ type Sources struct {
 	// needs, or a state such as "starting"): /readyz answers 503 while one
 	// returns an error. A Worker's Readiness is checked as "worker".
 	Checks map[string]func() error
+	// Degraded are parts that work, but not as they should (a stream's
+	// replica offline past a bound; a Worker's batches held past a bound
+	// is added by itself): /readyz still answers 200 and names them, as
+	// the page and the announcements to Peers do.
+	Degraded []Degradation
 	// Archive reports the crawler's WARC output; nil when it keeps none.
 	Archive func() warc.Stats
 	// Rules are the crawls' learned rewrite rules (*frontier.Rules), read
@@ -102,6 +115,9 @@ type Report struct {
 	// Ready says whether /readyz answers 200; NotReady says why not.
 	Ready    bool              `json:"ready"`
 	NotReady map[string]string `json:"not_ready,omitempty"`
+	// Degraded names the parts that work, but not as they should, and
+	// why (the process stays ready).
+	Degraded map[string]string `json:"degraded,omitempty"`
 	// Worker is this process's dedup worker, Readiness its readiness
 	// (state, dependencies, snapshot file).
 	Worker    *frontier.Status    `json:"worker,omitempty"`

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -230,16 +232,54 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 		return err
 	}
 	defer closeAll()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Streams without a quorum answer nothing: the listing is bounded, and
+	// the streams' state said first (or with the error), so that the
+	// command neither hangs nor fails without saying why.
+	degraded := degradedStreams(ctx, js, s.Frontier.Topology())
+	if !jsonOut {
+		for _, name := range slices.Sorted(maps.Keys(degraded)) {
+			fmt.Fprintf(stdout, "degraded: stream %s: %s\n", name, degraded[name])
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, crawlsTimeout)
 	defer cancel()
-	store, err := s.crawlStore(ctx, js, rdb, true)
-	if err != nil {
-		return err
+	store, err := s.crawlStore(lctx, js, rdb, true)
+	if err == nil {
+		var rows []crawls.Crawl
+		if rows, err = store.List(lctx); err == nil {
+			return printCrawls(s, rows, jsonOut, stdout)
+		}
 	}
-	rows, err := store.List(ctx)
-	if err != nil {
-		return err
+	if lctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("no answer within %v: %w", crawlsTimeout, err)
 	}
+	if len(degraded) > 0 {
+		var why []string
+		for _, name := range slices.Sorted(maps.Keys(degraded)) {
+			why = append(why, name+": "+degraded[name])
+		}
+		err = fmt.Errorf("%w (streams degraded: %s)", err, strings.Join(why, "; "))
+	}
+	return err
+}
+
+// crawlsTimeout bounds `crawler crawls`'s listing.
+var crawlsTimeout = 30 * time.Second
+
+// degradedStreams reads the deployment's streams once, within a few
+// seconds, and returns what is wrong with each that is not healthy (a
+// replica offline or behind, no leader, no answer) by name.
+func degradedStreams(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) map[string]string {
+	h, err := frontier.NewStreamHealth(js, topo, frontier.StreamHealthOptions{Every: 3 * time.Second, Bound: -1})
+	if err != nil {
+		return nil
+	}
+	h.Check(ctx)
+	return h.Degraded()
+}
+
+// printCrawls prints the crawls' rows as a table or as JSON.
+func printCrawls(s settings, rows []crawls.Crawl, jsonOut bool, stdout io.Writer) error {
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

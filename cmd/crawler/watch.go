@@ -36,6 +36,7 @@ func newRegistry() *prometheus.Registry {
 type watcher struct {
 	srv       *watch.Server
 	closeAuth func() error
+	streams   *frontier.StreamHealth // the deployment's streams' replicas
 }
 
 // startWatch serves the live page, /stats, /metrics, /healthz and /readyz of
@@ -74,7 +75,20 @@ func startWatch(s settings, b *backend, c *crawl.Crawler, arch *warc.Recorder, r
 		src.Worker = b.worker
 		src.Membership = b.worker
 	}
-	return listenWatch(s, src, reg, logger, stderr)
+	// A stream whose replica is offline or behind past a bound: degraded
+	// on the page, in /readyz and /metrics.
+	streams, err := frontier.NewStreamHealth(b.js, s.Frontier.Topology(), frontier.StreamHealthOptions{Logger: logger, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	src.Degraded = []watch.Degradation{streams}
+	streams.Start()
+	if w, err = listenWatch(s, src, reg, logger, stderr); err != nil {
+		streams.Close()
+		return nil, err
+	}
+	w.streams = streams
+	return w, nil
 }
 
 // listenWatch serves src's watch page on s.HTTP.Addr and says where; in
@@ -118,6 +132,9 @@ func (w *watcher) close(logger *slog.Logger) {
 		if err := w.srv.Close(); err != nil {
 			logger.Warn("watch", "err", err)
 		}
+	}
+	if w.streams != nil {
+		w.streams.Close()
 	}
 	if w.closeAuth != nil {
 		w.closeAuth()

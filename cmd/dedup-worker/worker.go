@@ -44,6 +44,9 @@ type Main struct {
 	srv   *http.Server
 	watch *watch.Server // the page, /stats, /metrics, /healthz, /readyz
 	w     *pipeline.Worker
+	// streams says which of the deployment's streams have a replica
+	// offline or behind (the page, /readyz, /metrics).
+	streams *frontier.StreamHealth
 	// closeAuth stops reading http.tokens_file.
 	closeAuth func() error
 	web       *watch.Web // how srv is secured: TLS, users, tokens
@@ -75,6 +78,10 @@ func (m *Main) Open() error {
 	if m.ln != nil {
 		js, err := jetstream.New(m.w.NATS())
 		if err == nil {
+			m.streams, err = frontier.NewStreamHealth(js, m.w.Topology(), frontier.StreamHealthOptions{Logger: m.Logger, Registerer: m.reg})
+		}
+		if err == nil {
+			m.streams.Start()
 			m.watch, err = watch.New(watch.Sources{
 				Role:       "dedup-worker",
 				Counters:   watch.CountersFunc(m.w.StatsSnapshot),
@@ -85,7 +92,8 @@ func (m *Main) Open() error {
 				Peers:      watch.NewJetStreamPeers(js, m.w.Topology(), 0),
 				// Named at once, with the address and the cause, while
 				// the worker waits for NATS.
-				Checks: map[string]func() error{"nats": func() error { return frontier.Connected(m.w.NATS()) }},
+				Checks:   map[string]func() error{"nats": func() error { return frontier.Connected(m.w.NATS()) }},
+				Degraded: []watch.Degradation{m.streams},
 			}, watch.Options{Registry: m.reg, Logger: m.Logger})
 		}
 		if err != nil {
@@ -165,6 +173,9 @@ func (m *Main) Close() error {
 		}
 		if m.watch != nil {
 			errs = append(errs, m.watch.Close())
+		}
+		if m.streams != nil {
+			m.streams.Close()
 		}
 		if m.closeAuth != nil {
 			errs = append(errs, m.closeAuth())

@@ -118,9 +118,18 @@
   function render(r) {
     $("role").textContent = r.role || "";
     const ready = $("ready");
-    ready.textContent = r.ready ? "ready" : "not ready";
-    ready.className = "pill " + (r.ready ? "ok" : "bad");
-    ready.title = Object.entries(r.not_ready || {}).map(([k, v]) => k + ": " + v).join("\n");
+    // Degraded: ready, but a part works not as it should (a stream's
+    // replica behind, batches held); each part is listed with its reason.
+    const degraded = Object.entries(r.degraded || {}).sort();
+    ready.textContent = !r.ready ? "not ready" : degraded.length ? "degraded" : "ready";
+    ready.className = "pill " + (!r.ready ? "bad" : degraded.length ? "warn" : "ok");
+    ready.title = Object.entries(r.not_ready || {}).concat(degraded).map(([k, v]) => k + ": " + v).join("\n");
+    const dl = $("degraded");
+    dl.replaceChildren(...degraded.map(([k, v]) => {
+      const li = document.createElement("li");
+      li.textContent = "degraded: " + k + ": " + v;
+      return li;
+    }));
     $("updated").textContent = "updated " + new Date(r.at).toLocaleTimeString();
 
     // Crawl selector: the crawls the crawler or the queues know.
@@ -253,7 +262,7 @@
     $("peer-count").textContent = peers.length ? "(" + peers.length + ")" : "";
     fill($("peers"), ["process", "state", "rate#", "seen"], peers.slice(0, MAX_ROWS).map((p) => [
       { cls: "host", text: p.role + " " + p.id + (p.id === r.id ? " (this)" : "") },
-      p.ready ? "ready" : "not ready",
+      !p.ready ? "not ready" : p.degraded ? "degraded: " + Object.entries(p.degraded).map(([k, v]) => k + ": " + v).join("; ") : "ready",
       p.role === "dedup-worker" ? rate(p.rates.admitted) + " admitted" : rate(p.rates.fetched) + " fetched",
       Math.max(0, Math.round((new Date(r.at) - new Date(p.at)) / 1000)) + "s ago",
     ]));
