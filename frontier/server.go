@@ -21,6 +21,32 @@ import (
 // crash more easily (no per-stream sync settings).
 const MinServerVersion = "2.10.0"
 
+// RestartSafeVersion is the oldest nats-server whose cluster nodes are
+// known to keep their replicas when one is killed and restarted: earlier
+// ones (2.11 included) can take a restarted node's recovered streams for
+// orphans and delete them (nats-server#5382's class, fixed by #7540 and
+// #7824, released in 2.12.5 and 2.14.0; there is no 2.13).
+// docs/running.md, "NATS node restarts".
+const RestartSafeVersion = "2.12.5"
+
+// ReplicasWarning returns what to warn of at start when topo replicates
+// its streams (Replicas > 1) on nc's server older than RestartSafeVersion,
+// or "". It warns rather than refuses: a deployment running such servers
+// keeps working until a node dies, and refusing would stop every worker
+// at an upgrade of Sieve; the warning says what to upgrade and why.
+func ReplicasWarning(nc *nats.Conn, topo Topology) string {
+	return replicasWarning(nc.ConnectedServerVersion(), nc.ConnectedUrlRedacted(), topo.Replicas)
+}
+
+func replicasWarning(version, url string, replicas int) string {
+	if replicas <= 1 || version == "" || atLeast(version, RestartSafeVersion) {
+		return ""
+	}
+	return fmt.Sprintf("nats-server %s at %s, with frontier.replicas %d: a cluster node killed and restarted may "+
+		"delete its replicas of Sieve's streams as orphans, for good (nats-server#5382; fixed in %s and 2.14.0): "+
+		"upgrade the servers (docs/running.md, NATS node restarts)", version, url, replicas, RestartSafeVersion)
+}
+
 // ErrServerTooOld is matched (errors.Is) by the error CheckServer returns for
 // a server older than MinServerVersion.
 var ErrServerTooOld = errors.New("frontier: nats-server too old")

@@ -346,6 +346,9 @@ func (w *Worker) setup(ctx context.Context) (jetstream.Consumer, error) {
 		if errors.Is(err, ErrNotConnected) {
 			err = waitingError(w.nc)
 		} else if err == nil {
+			if warn := ReplicasWarning(w.nc, w.topo); warn != "" {
+				w.log.Warn(warn)
+			}
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err = w.topo.Ensure(cctx, w.js)
 			if err == nil {
