@@ -23,7 +23,7 @@ func clusterInitFlags(fs *flag.FlagSet) {
 // `up` on a new network. It is compose.yaml's redis-cluster-init.
 func cmdClusterInit(ctx context.Context, e env, fs *flag.FlagSet, cfg *config.Config) int {
 	if !cfg.Redis.Enabled() {
-		fmt.Fprintln(e.stderr, "dedup-worker redis-cluster-init: redis.url is not set: give the nodes, e.g. SIEVE_REDIS_URL=redis-1:6379,redis-2:6379,…")
+		fmt.Fprintln(e.stderr, "dedup-worker redis-cluster-init: redis.url is not set: give the nodes, e.g. SIEVE_REDIS_URL=cluster-redis-1:6379,cluster-redis-2:6379,…")
 		return exitUsage
 	}
 	replicas, err := strconv.Atoi(flagValue(fs, "replicas"))

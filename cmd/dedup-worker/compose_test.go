@@ -14,6 +14,7 @@ import (
 	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/credentials"
+	"github.com/sievecrawl/sieve/natstest"
 )
 
 // clusterCompose is the part of compose.yaml's cluster profile the test
@@ -21,6 +22,7 @@ import (
 type clusterCompose struct {
 	Services map[string]struct {
 		Build       any               `yaml:"build"`
+		Image       string            `yaml:"image"`
 		Profiles    []string          `yaml:"profiles"`
 		Entrypoint  []string          `yaml:"entrypoint"`
 		Command     []string          `yaml:"command"`
@@ -36,11 +38,12 @@ type clusterCompose struct {
 // Docker (docker compose config checks its syntax): 3 NATS nodes routed to
 // one another, 6 Redis Cluster nodes joined as 3 masters with a replica
 // each, and workers whose environment loads and validates with replicas 3,
-// routes and wait_replicas on, over every node.
+// routes and wait_replicas on, over every node. Each NATS node keeps the
+// server name it had as service nats-N, its identity in the cluster.
 func TestComposeClusterProfile(t *testing.T) {
 	c := readClusterCompose(t)
-	nats := []string{"nats-1", "nats-2", "nats-3"}
-	redisNodes := []string{"redis-1", "redis-2", "redis-3", "redis-4", "redis-5", "redis-6"}
+	nats := []string{"cluster-nats-1", "cluster-nats-2", "cluster-nats-3"}
+	redisNodes := []string{"cluster-redis-1", "cluster-redis-2", "cluster-redis-3", "cluster-redis-4", "cluster-redis-5", "cluster-redis-6"}
 	for _, name := range slices.Concat(nats, redisNodes, []string{"redis-cluster-init", "cluster-dedup-worker", "cluster-crawler"}) {
 		s, ok := c.Services[name]
 		if !ok {
@@ -53,7 +56,8 @@ func TestComposeClusterProfile(t *testing.T) {
 	volumes := map[string]string{}
 	for _, name := range nats {
 		cmd := strings.Join(c.Services[name].Command, " ")
-		for _, want := range []string{"--jetstream", "--name " + name, "--cluster_name sieve", "--routes nats://nats-1:6222,nats://nats-2:6222,nats://nats-3:6222"} {
+		for _, want := range []string{"--jetstream", "--name " + strings.TrimPrefix(name, "cluster-"), "--cluster_name sieve",
+			"--routes nats://cluster-nats-1:6222,nats://cluster-nats-2:6222,nats://cluster-nats-3:6222"} {
 			if !strings.Contains(cmd, want) {
 				t.Errorf("%s command %q lacks %q", name, cmd, want)
 			}
@@ -148,6 +152,45 @@ func TestComposeClusterProfile(t *testing.T) {
 		if _, ok := s.Environment["SIEVE_HTTP_INSECURE"]; ok {
 			t.Errorf("%s sets SIEVE_HTTP_INSECURE", name)
 		}
+	}
+}
+
+// TestComposeContainerNames checks that no service's containers can be
+// taken for another's: Compose names them PROJECT-SERVICE-N, so services
+// redis and redis-1 gave src-redis-1 (the default profile's Redis) and
+// src-redis-1-1 (a cluster node), one kill away from the wrong one
+// (issue 39, item 18).
+func TestComposeContainerNames(t *testing.T) {
+	c := readClusterCompose(t)
+	for a := range c.Services {
+		for b := range c.Services {
+			if rest, ok := strings.CutPrefix(a, b+"-"); ok && strings.Trim(rest, "0123456789") == "" {
+				t.Errorf("services %s and %s: %s's first container (PROJECT-%s-1) reads as %s's replica %s", a, b, a, a, b, rest)
+			}
+		}
+	}
+}
+
+// TestComposeNATSVersion checks that compose ships the nats-server the
+// tests run: go.mod's, embedded by natstest and built by
+// natstest.ModuleBinary for TestClusterNodeRestartKeepsReplicas. Compose
+// shipped 2.11 while the tests ran 2.15, and 2.11 dropped a restarted
+// node's replicas (issue 39, item 1; docs/running.md).
+func TestComposeNATSVersion(t *testing.T) {
+	c := readClusterCompose(t)
+	want := "nats:" + natstest.ModuleVersion() + "-alpine"
+	n := 0
+	for name, s := range c.Services {
+		if !strings.HasPrefix(s.Image, "nats:") {
+			continue
+		}
+		n++
+		if s.Image != want {
+			t.Errorf("service %s runs %s; the tests run nats-server %s (go.mod): want %s", name, s.Image, natstest.ModuleVersion(), want)
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d services run a nats image, want 4 (nats, cluster-nats-1..3)", n)
 	}
 }
 
