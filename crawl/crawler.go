@@ -220,7 +220,7 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.opts, c.fetcher, c.sched = opts, f, newScheduler(f.opts)
+	c.opts, c.fetcher, c.sched = opts, f, newScheduler(f.opts, opts.InFlight)
 	m, err := newMetrics(opts.Registerer, c)
 	if err != nil {
 		f.Close()
@@ -235,17 +235,20 @@ func New(js jetstream.JetStream, opts Options) (*Crawler, error) {
 // newScheduler returns the politeness scheduler of the fetcher options fo
 // (with their defaults applied): HostParallel and HostDelay for every host,
 // Hosts' policies for theirs. Their delays read as politeness reads them:
-// 0 the default, negative none.
-func newScheduler(fo FetcherOptions) *politeness.Scheduler[*job] {
+// 0 the default, negative none. A fast host's buffer holds at most a
+// quarter of the inFlight messages in hand (and 256), so that it never
+// leaves the partitions' pullers without room for the hosts behind it.
+func newScheduler(fo FetcherOptions, inFlight int) *politeness.Scheduler[*job] {
 	queues := make(map[string]politeness.Limits, len(fo.Hosts))
 	for h, p := range fo.Hosts {
 		queues[h] = politeness.Limits{Parallel: p.Parallel, Delay: p.Delay}
 	}
 	return politeness.New[*job](politeness.Options{
-		Parallel: fo.HostParallel,
-		Delay:    fo.HostDelay,
-		MaxPause: max(fo.MaxCrawlDelay, time.Minute),
-		Queues:   queues,
+		Parallel:  fo.HostParallel,
+		Delay:     fo.HostDelay,
+		MaxPause:  max(fo.MaxCrawlDelay, time.Minute),
+		MaxBuffer: max(min(256, inFlight/4), 1),
+		Queues:    queues,
 	})
 }
 
