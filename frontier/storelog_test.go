@@ -131,6 +131,58 @@ func TestStoreLogShared(t *testing.T) {
 	}
 }
 
+// TestStoreLogBlocksUncompressed: the stores' stream and their snapshots'
+// bucket store their blocks as they come, also when an earlier version
+// made them compressed, and the entries are compressed by their writer:
+// NATS decompresses every block of a stream it rebuilds after an unclean
+// stop (the serve recovery benchmark, ./bench.sh recovery).
+func TestStoreLogBlocksUncompressed(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	js := srv.JetStream()
+	topo := frontier.Topology{Prefix: "t"}
+	ctx := t.Context()
+	// As an earlier version made them.
+	old := topo.StoreConfig()
+	old.Compression = jetstream.S2Compression
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: topo.StoreSnapshotsBucket(), Compression: true}); err != nil {
+		t.Fatal(err)
+	}
+	s := openStoreWith(t, js, topo, t.TempDir(), urlstore.Options{}, true)
+	for _, name := range []string{topo.StoreStream(), "OBJ_" + topo.StoreSnapshotsBucket()} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.CachedInfo().Config.Compression; c != jetstream.NoCompression {
+			t.Errorf("stream %s: compression %v, want none", name, c)
+		}
+	}
+	var b urlstore.Batch
+	for i := range 100 {
+		b.Set(fmt.Appendf(nil, "R/crawl/www.site%d.example/articles/%d.html", i%3, i), []byte("queued"))
+	}
+	if err := s.Write(ctx, 0, &b); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, topo.StoreStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, topo.StoreSubject("test", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Data) >= b.Size()/2 {
+		t.Errorf("the log keeps a %d-byte batch of URLs as %d bytes, want under half", b.Size(), len(m.Data))
+	}
+	if got := storeDump(t, s); len(got) != 100 {
+		t.Errorf("the store holds %d keys, want 100", len(got))
+	}
+}
+
 // TestStoreLogNodeLost: on a 3-node cluster with 3 replicas, nodes that
 // lose their disk lose nothing of the log. Each node in turn is stopped,
 // its directory deleted, and started again empty while writes go on;

@@ -51,7 +51,11 @@ func OpenStoreSnapshots(ctx context.Context, js jetstream.JetStream, topo Topolo
 			Description: "Sieve: snapshots of its per-URL stores' indexes, which a new process starts from",
 			Storage:     topo.Storage,
 			Replicas:    topo.Replicas,
-			Compression: true,
+			// Not compressed: a snapshot's tables are compressed by
+			// Pebble already, and NATS would decompress every block of
+			// the bucket to rebuild its state after an unclean stop
+			// within 2 minutes of a snapshot (see StoreConfig).
+			Compression: false,
 		})
 	})
 	if err != nil {

@@ -4,10 +4,46 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // batchVersion is the first byte of an encoded batch: the log's format.
 const batchVersion = 1
+
+// batchS2 is the first byte of a batch as the log keeps it when
+// compression pays: an S2 block of the whole batchVersion encoding
+// follows. The log's entries are compressed here, one by one, and not by
+// the stream that holds them: NATS decompresses every block of a stream
+// it rebuilds, which it does after any unclean stop (SIGKILL, a crash)
+// since its last state file, 2 minutes at most, and that took 4.7 s for a
+// 110 MB log of 5 M URLs (2.4 s of it decompressing, twice a block);
+// uncompressed blocks of already compressed entries are read and
+// checksummed only.
+const batchS2 = 2
+
+// compressMin is the smallest batch worth compressing: below it S2's
+// framing eats what it saves (a hand-out's lease, a known update).
+const compressMin = 256
+
+// maxDecodedBatch bounds what a compressed entry may claim to expand to,
+// so a damaged length cannot ask for gigabytes.
+const maxDecodedBatch = 64 << 20
+
+// logged is data as the log keeps it: compressed (batchS2) when it is
+// at least compressMin bytes and compression saves some, else as it is.
+func logged(data []byte) []byte {
+	if len(data) < compressMin || data[0] != batchVersion {
+		return data
+	}
+	out := make([]byte, 1+s2.MaxEncodedLen(len(data)))
+	out[0] = batchS2
+	out = out[:1+len(s2.Encode(out[1:], data))]
+	if len(out) >= len(data) {
+		return data
+	}
+	return out
+}
 
 // The kinds of operation a batch holds, one byte each in the encoding.
 const (
@@ -98,12 +134,26 @@ func (b *Batch) check() error {
 	})
 }
 
-// decodeBatch calls fn for each operation of an encoded batch, in order.
-// It never panics on bad input: a short, oversized or unknown operation
-// is ErrBadBatch.
+// decodeBatch calls fn for each operation of an encoded batch, in order,
+// either as written or as the log keeps it (batchS2). It never panics on
+// bad input: a short, oversized or unknown operation is ErrBadBatch.
 func decodeBatch(data []byte, fn func(operation) error) error {
 	if len(data) == 0 {
 		return nil
+	}
+	if data[0] == batchS2 {
+		n, err := s2.DecodedLen(data[1:])
+		if err != nil || n > maxDecodedBatch {
+			return fmt.Errorf("%w: compressed entry of %d bytes (%v)", ErrBadBatch, n, err)
+		}
+		raw, err := s2.Decode(make([]byte, n), data[1:])
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadBatch, err)
+		}
+		if len(raw) == 0 || raw[0] != batchVersion {
+			return fmt.Errorf("%w: compressed entry of another version", ErrBadBatch)
+		}
+		data = raw
 	}
 	if data[0] != batchVersion {
 		return fmt.Errorf("%w: version %d", ErrBadBatch, data[0])

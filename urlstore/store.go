@@ -354,10 +354,11 @@ func (s *Store) Update(ctx context.Context, p int, fn func(r Reader, b *Batch) e
 		if err := b.check(); err != nil {
 			return err
 		}
-		seq, err := s.log.Append(ctx, p, pt.last.Load(), b.data)
+		entry := logged(b.data)
+		seq, err := s.log.Append(ctx, p, pt.last.Load(), entry)
 		if err == nil {
 			s.noteOwn(seq)
-			return s.apply(pt, p, seq, b.data, false)
+			return s.apply(pt, p, seq, b.data, len(entry), false)
 		}
 		if !errors.Is(err, ErrConflict) {
 			return fmt.Errorf("urlstore: append to partition %d: %w", p, err)
@@ -405,11 +406,12 @@ func (s *Store) waitApplied(ctx context.Context, pt *part, seq uint64) error {
 }
 
 // apply writes an entry's operations and the partition's new sequence in
-// one Pebble batch, so the two never disagree. pt.mu is held. The batch
+// one Pebble batch, so the two never disagree; size is the entry's bytes
+// in the log. pt.mu is held. The batch
 // is not synced: the log is the durable copy, and an entry lost here by
 // a machine's crash is applied again from it, since the sequence went
 // with it.
-func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) error {
+func (s *Store) apply(pt *part, p int, seq uint64, data []byte, size int, followed bool) error {
 	pb := s.db.NewIndexedBatch()
 	defer pb.Close()
 	var changes []Change
@@ -469,7 +471,7 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, followed bool) e
 	}
 	pt.last.Store(seq)
 	s.entries.Add(1)
-	s.appliedBytes.Add(uint64(len(data)))
+	s.appliedBytes.Add(uint64(size))
 	if len(changes) > 0 {
 		s.onApply(p, changes)
 	}
@@ -517,7 +519,7 @@ func (s *Store) follow(ctx context.Context) {
 			if e.Seq <= pt.last.Load() {
 				return skip()
 			}
-			if err := s.apply(pt, e.Part, e.Seq, e.Data, true); err != nil {
+			if err := s.apply(pt, e.Part, e.Seq, e.Data, len(e.Data), true); err != nil {
 				return err
 			}
 			s.followed.Store(e.Seq)

@@ -1,15 +1,18 @@
 package urlstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/sievecrawl/sieve/internal/leaktest"
 )
@@ -247,6 +250,8 @@ func FuzzDecodeBatch(f *testing.F) {
 	b.DeletePrefix([]byte("p/"))
 	f.Add(b.Bytes())
 	f.Add([]byte{1, 9})
+	f.Add(logged(longBatch(20).Bytes()))
+	f.Add([]byte{batchS2, 0xff, 0xff, 0xff, 0x7f})
 	ops := func(data []byte) (string, *Batch, error) {
 		var out string
 		var again Batch
@@ -267,6 +272,67 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Errorf("decoded %q, encoded again and decoded %q (%v)", first, second, err)
 		}
 	})
+}
+
+// longBatch is a batch of n sets of URL-like keys, as a fill writes them.
+func longBatch(n int) *Batch {
+	var b Batch
+	for i := range n {
+		b.Set(fmt.Appendf(nil, "R/bench/www.site%d.example/articles/%d.html", i%7, i), fmt.Appendf(nil, "depth=%d", i%5))
+	}
+	return &b
+}
+
+// TestLoggedBatch pins the log's two forms of an entry: a batch as
+// written (version 1), and one of at least compressMin bytes as an S2
+// block behind batchS2 (the stream holding the log stores blocks
+// uncompressed, so an unclean stop's rebuild does not decompress them).
+// Both decode to the same operations; a small batch, or one compression
+// does not shrink, is logged as it is; a damaged compressed entry is
+// ErrBadBatch, never a panic.
+func TestLoggedBatch(t *testing.T) {
+	decode := func(data []byte) (string, error) {
+		var out string
+		err := decodeBatch(data, func(op operation) error {
+			out += fmt.Sprintf("%d %q %q;", op.kind, op.key, op.value)
+			return nil
+		})
+		return out, err
+	}
+	long := longBatch(50)
+	entry := logged(long.Bytes())
+	if entry[0] != batchS2 || len(entry) >= long.Size()/2 {
+		t.Errorf("logged(%d-byte batch of URLs) = %d bytes, version %d; want batchS2, under half", long.Size(), len(entry), entry[0])
+	}
+	want, err := decode(long.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decode(entry); got != want || err != nil {
+		t.Errorf("decode(logged) = %q, %v; want %q", got, err, want)
+	}
+	var small Batch
+	small.Set([]byte("k"), []byte("v"))
+	if got := logged(small.Bytes()); !bytes.Equal(got, small.Bytes()) {
+		t.Errorf("logged(a %d-byte batch) = %x, want it as it is", small.Size(), got)
+	}
+	noise := make([]byte, 4096)
+	rand.NewChaCha8([32]byte{1}).Read(noise)
+	var random Batch
+	random.Set([]byte("n"), noise)
+	if got := logged(random.Bytes()); !bytes.Equal(got, random.Bytes()) {
+		t.Errorf("logged(a batch of random bytes) = %d bytes from %d, want it as it is", len(got), random.Size())
+	}
+	for _, bad := range [][]byte{
+		{batchS2},
+		{batchS2, 0xff, 0xff, 0xff, 0x7f},       // claims 256 MiB
+		append([]byte{batchS2}, entry[1:10]...), // cut short
+		append([]byte{batchS2}, s2.Encode(nil, []byte{batchS2, 1, 2})...), // nested
+	} {
+		if _, err := decode(bad); !errors.Is(err, ErrBadBatch) {
+			t.Errorf("decode(%x) = %v, want ErrBadBatch", bad, err)
+		}
+	}
 }
 
 // TestUnindexed: Append and Lookup, which need no local store, agree with

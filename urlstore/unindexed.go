@@ -19,12 +19,13 @@ func Append(ctx context.Context, log Log, p int, b *Batch) error {
 	if err := b.check(); err != nil {
 		return err
 	}
+	entry := logged(b.data)
 	for {
 		last, err := log.Last(ctx, p)
 		if err != nil {
 			return fmt.Errorf("urlstore: partition %d: %w", p, err)
 		}
-		_, err = log.Append(ctx, p, last, b.data)
+		_, err = log.Append(ctx, p, last, entry)
 		if err == nil {
 			return nil
 		}
