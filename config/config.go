@@ -155,6 +155,9 @@ type HTTP struct {
 	ClientRoles   []string `yaml:"client_roles" help:"roles of client certificates verified by web_config_file's client_ca_file, as name=role (the subject common name or a DNS, URI or e-mail subject alternative name)"`
 	HealthOpen    bool     `yaml:"health_open" help:"leave /healthz and /readyz open to anyone, for orchestrators' probes, when users, tokens_file or client_roles guard the rest"`
 	Insecure      bool     `yaml:"insecure" help:"serve the HTTP surface on an address beyond loopback without authentication (basic_auth_users in web_config_file, tokens_file or client_roles: anyone who reaches it can read the stats and query /contains), which is refused at start otherwise; a warning is logged at every start"`
+	// PublicURL is where people open the live page when that is not
+	// Addr's URL: a port published for a container, a proxy.
+	PublicURL string `yaml:"public_url" help:"the URL people open the live page at when it is not http.addr's (a container's published port, a proxy, an ingress), printed at start in its place; empty: http.addr's"`
 }
 
 // Authenticates reports whether tokens or certificates' roles guard the
@@ -279,6 +282,11 @@ func (c Config) Validate() error {
 			var fe *FieldError
 			errors.As(err, &fe)
 			add(fe)
+		}
+	}
+	if u := c.HTTP.PublicURL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			add(invalid("http.public_url", "want an http:// or https:// URL, got %q", u))
 		}
 	}
 	if _, err := auth.ParseIdentities(c.HTTP.ClientRoles); err != nil {

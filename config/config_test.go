@@ -174,6 +174,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"worker.backoff_max", func(c *config.Config) { c.Worker.BackoffMax = time.Minute }},
 		{"worker.seen_cache", func(c *config.Config) { c.Worker.SeenCache = -1 }},
 		{"http.addr", func(c *config.Config) { c.HTTP.Addr = "8080" }},
+		{"http.public_url", func(c *config.Config) { c.HTTP.PublicURL = "127.0.0.1:49153" }},
 		{"log.level", func(c *config.Config) { c.Log.Level = "loud" }},
 		{"log.format", func(c *config.Config) { c.Log.Format = "xml" }},
 	}

@@ -119,7 +119,7 @@ func listenWatch(s settings, src watch.Sources, reg *prometheus.Registry, logger
 		closeAuth()
 		return nil, fmt.Errorf("http.addr: %w", err)
 	}
-	fmt.Fprintf(stderr, "watch it at %s\n", srv.URL())
+	fmt.Fprintln(stderr, pageNotice(s.HTTP, srv.URL()))
 	if warning, _ := s.HTTP.Exposure(); warning != "" {
 		logger.Warn(warning)
 	}
