@@ -84,9 +84,31 @@ func (w *ReplicaWait) waitOn(ctx context.Context, node *redis.Client, key string
 		return fmt.Errorf("dedup: wait for replicas of %s: %w", addr, err)
 	}
 	if got < int64(w.replicas) {
-		return fmt.Errorf("%w: %d of %d replicas of %s acknowledged within %v", ErrNotReplicated, got, w.replicas, addr, w.timeout)
+		return &ReplicaError{Addr: addr, Got: int(got), Want: w.replicas, Timeout: w.timeout}
 	}
 	return nil
+}
+
+// ReplicaError is ReplicaWait.Wait's error when a master had fewer
+// replicas acknowledge its writes than asked, within the timeout. It
+// matches ErrNotReplicated.
+type ReplicaError struct {
+	Addr      string        // the master
+	Got, Want int           // replicas that acknowledged, replicas asked
+	Timeout   time.Duration // how long WAIT waited
+}
+
+func (e *ReplicaError) Error() string {
+	return fmt.Sprintf("%v: %d of %d replicas of %s acknowledged within %v", ErrNotReplicated, e.Got, e.Want, e.Addr, e.Timeout)
+}
+
+// Unwrap returns ErrNotReplicated.
+func (e *ReplicaError) Unwrap() error { return ErrNotReplicated }
+
+// Cause says in a few words what holds the writes: "redis WAIT 0/1
+// replicas".
+func (e *ReplicaError) Cause() string {
+	return fmt.Sprintf("redis WAIT %d/%d replicas", e.Got, e.Want)
 }
 
 // keyOn returns a key that the master at addr serves: the first

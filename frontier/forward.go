@@ -39,6 +39,7 @@ func (w *Worker) forward(ctx context.Context, msgs []jetstream.Msg) {
 	w.inflight.Add(1)
 	w.m.inflight.Inc()
 	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
+	defer w.held.end(w.held.begin())
 
 	b := w.newBatch(start)
 	leases := w.leases.Load()
@@ -140,6 +141,7 @@ func (w *Worker) publishRouted(ctx context.Context, b *batch, msgs []outMsg) boo
 		}
 		w.m.retries.WithLabelValues("forward").Add(float64(len(failed)))
 		w.health.set(DepNATS, fmt.Errorf("frontier: forward to routed stream: %w", lastErr))
+		w.held.failed("forward", lastErr)
 		msgs = failed
 		if !sleep(ctx, bo.Next()) {
 			return false

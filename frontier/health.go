@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -128,7 +129,9 @@ func (h *health) notReady() []string {
 }
 
 // observer turns what a Worker's admit.Core reports into the worker's
-// health and metrics: a failing filter operation marks the filter down, a
+// health and metrics: every failure may hold batches (Status.Held); a
+// mark not on enough replicas holds them without marking anything down; a
+// failing filter operation marks the filter down, a
 // publish refused because the frontier stream is at its limits marks the
 // frontier full (backpressure, NATS itself up), any other failed publish
 // marks NATS down; each failure counts as a retry of its operation.
@@ -138,7 +141,13 @@ var _ admit.Observer = observer{}
 
 func (o observer) Failed(op string, n int, err error) {
 	o.w.m.retries.WithLabelValues(op).Add(float64(n))
+	o.w.held.failed(op, err)
+	var c causer
 	switch {
+	case errors.As(err, &c):
+		// The filter answers, but its writes are not where they must be
+		// (Redis WAIT without enough replicas): the batches are held,
+		// which Status.Held says; the worker is degraded, not down.
 	case op != admit.OpPublish:
 		o.w.health.set(DepFilter, fmt.Errorf("%s: %w", op, err))
 	case isFull(err):

@@ -113,6 +113,10 @@ type WorkerOptions struct {
 	// that stopped refreshing it (dead, or cut off); leases are refreshed
 	// every third of it (default 10 s).
 	RouteLeaseTTL time.Duration
+	// HeldBound is how long a batch is in hand before it counts as held
+	// (Status.Held; logged once a minute while it lasts; default
+	// DefaultHeldBound).
+	HeldBound time.Duration
 	// Logger receives state changes (default: discard).
 	Logger *slog.Logger
 	// Registerer receives the worker's metrics (default: none).
@@ -139,6 +143,7 @@ func (o WorkerOptions) withDefaults() WorkerOptions {
 	def(&o.StatsInterval, time.Second)
 	def(&o.PublishTimeout, 5*time.Second)
 	def(&o.ParkDelay, time.Minute)
+	def(&o.HeldBound, DefaultHeldBound)
 	def(&o.RouteLeaseTTL, DefaultRouteLeaseTTL)
 	if o.ID == "" {
 		o.ID = randomID()
@@ -191,6 +196,7 @@ type Worker struct {
 	log    *slog.Logger
 	m      *metrics
 	health *health
+	held   *holding
 
 	mu         sync.Mutex
 	pending    stats.Delta // not yet given to the Recorder
@@ -230,6 +236,7 @@ func NewWorker(nc *nats.Conn, filter Filter, canon Canonicalizer, rec Recorder, 
 		nc: nc, js: js, canon: canon, rec: rec, o: o, topo: o.Topology,
 		log: o.Logger, m: m, started: time.Now(), runDone: make(chan struct{}),
 	}
+	w.held = newHolding(o.HeldBound, o.Logger)
 	w.health = newHealth(o.Logger, func(dep string, up bool) {
 		v := 0.0
 		if up {
@@ -492,6 +499,7 @@ func (w *Worker) admit(ctx context.Context, msgs []jetstream.Msg, routed bool) {
 	w.inflight.Add(1)
 	w.m.inflight.Inc()
 	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
+	defer w.held.end(w.held.begin())
 
 	b := w.prepare(msgs, start, routed)
 	verdicts, err := w.core.Admit(ctx, b.urls, b)
@@ -750,6 +758,9 @@ type Status struct {
 	Totals stats.Delta `json:"totals"`
 	// Parked lists the crawls whose filter cannot be opened, by id.
 	Parked map[string]ParkedCrawl `json:"parked,omitempty"`
+	// Held is the batches in hand past WorkerOptions.HeldBound, and why;
+	// nil when none is.
+	Held *Held `json:"held,omitempty"`
 	// Routes lists the route partitions the worker owns (Topology.Routes
 	// > 0), sorted.
 	Routes []int `json:"routes,omitempty"`
@@ -779,6 +790,7 @@ func (w *Worker) Status() Status {
 		Started:         w.started,
 		Totals:          totals,
 		Parked:          w.core.Parked(),
+		Held:            w.held.held(),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
+	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/watch/watchtest"
 )
 
@@ -116,5 +117,63 @@ func TestPageShowsDegradedStreams(t *testing.T) {
 	waitPage("the node back", func(pill, list string) bool { return pill == "ready" && list == "" })
 	if r := getReadyz(t, base); r.code != http.StatusOK || len(r.Degraded) != 0 {
 		t.Errorf("/readyz = %d %+v with the node back, want 200 and nothing degraded", r.code, r)
+	}
+}
+
+// heldWorker is a worker source whose batches are held, as a worker's are
+// while Redis WAIT finds no replica (frontier.TestHeldBatchesVisible runs
+// the real one).
+type heldWorker struct{ since time.Time }
+
+func (heldWorker) Readiness() pipeline.Readiness {
+	return pipeline.Readiness{Ready: true, State: "running"}
+}
+
+func (h heldWorker) Status() (frontier.Status, bool) {
+	return frontier.Status{Ready: true, Started: h.since, InflightBatches: 12,
+		Held: &frontier.Held{Batches: 12, Since: h.since, Reason: "redis WAIT 0/1 replicas"}}, true
+}
+
+// TestPageShowsHeldBatches: a worker holding its batches past the bound
+// leaves the process ready but degraded: the page's pill says so, its
+// list and the process's rows say how many batches, for how long and why,
+// and /readyz answers 200 naming them.
+func TestPageShowsHeldBatches(t *testing.T) {
+	ctx := watchtest.Browser(t, 30*time.Second)
+	src := Sources{Role: "dedup-worker", Worker: heldWorker{since: time.Now().Add(-35 * time.Second)}}
+	w, err := New(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	addr, err := w.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := PageURL(addr.String())
+	if err := chromedp.Do(ctx, chromedp.Navigate(base), watchtest.Polled); err != nil {
+		t.Fatal(err)
+	}
+	got, err := watchtest.Text(ctx, "ready", "degraded", "processes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["ready"] != "degraded" {
+		t.Errorf("pill = %q, want degraded", got["ready"])
+	}
+	for id, want := range map[string]string{"degraded": "worker: held 12 batches 3",
+		"processes": "redis WAIT 0/1 replicas"} {
+		if !strings.Contains(got[id], want) {
+			t.Errorf("#%s = %q, want it to contain %q", id, got[id], want)
+		}
+	}
+	if !strings.HasSuffix(got["degraded"], "s: redis WAIT 0/1 replicas") {
+		t.Errorf("#degraded = %q, want it to end with the age and the reason", got["degraded"])
+	}
+	if !strings.Contains(got["processes"], "batches held") {
+		t.Errorf("#processes = %q, want a row of batches held", got["processes"])
+	}
+	if r := getReadyz(t, base); r.code != http.StatusOK || !r.Ready || !strings.Contains(r.Degraded["worker"], "held 12 batches") {
+		t.Errorf("/readyz = %d %+v, want 200, ready, the worker degraded by 12 held batches", r.code, r)
 	}
 }

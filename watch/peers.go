@@ -27,6 +27,8 @@ type Peer struct {
 	Rates   Rates     `json:"rates"`
 	// Degraded names what works, but not as it should (Report.Degraded).
 	Degraded map[string]string `json:"degraded,omitempty"`
+	// Held is a dedup worker's batches held past its bound, and why.
+	Held *frontier.Held `json:"held,omitempty"`
 }
 
 // Peers is where the processes of a deployment announce themselves and find

@@ -22,6 +22,7 @@ import (
 	"github.com/sievecrawl/sieve/auth"
 	"github.com/sievecrawl/sieve/config"
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/internal/lograte"
 	"github.com/sievecrawl/sieve/pipeline"
 )
@@ -441,7 +442,7 @@ func (s *Server) announcePeers(ctx context.Context, r *Report) {
 	}
 	s.mu.Unlock()
 	if due {
-		err := s.src.Peers.Announce(ctx, Peer{ID: s.src.ID, Role: s.src.Role, URL: url, Ready: r.Ready, Degraded: r.Degraded, Started: s.started, At: r.At, Rates: r.Rates})
+		err := s.src.Peers.Announce(ctx, Peer{ID: s.src.ID, Role: s.src.Role, URL: url, Ready: r.Ready, Degraded: r.Degraded, Held: held(r), Started: s.started, At: r.At, Rates: r.Rates})
 		if err == nil {
 			s.mu.Lock()
 			s.announced = true
@@ -457,6 +458,14 @@ func (s *Server) announcePeers(ctx context.Context, r *Report) {
 		}
 	}
 	r.Peers = peers
+}
+
+// held is the report's worker's held batches, or nil.
+func held(r *Report) *frontier.Held {
+	if r.Worker == nil {
+		return nil
+	}
+	return r.Worker.Held
 }
 
 // crawlerValues puts a crawler's counts into a sample, under prefix.
@@ -497,6 +506,11 @@ func (s *Server) ready() (bool, map[string]string) {
 // nothing is.
 func (s *Server) degraded() map[string]string {
 	var out map[string]string
+	if s.src.Worker != nil {
+		if st, ok := s.src.Worker.Status(); ok && st.Held != nil {
+			out = map[string]string{"worker": st.Held.String()}
+		}
+	}
 	for _, d := range s.src.Degraded {
 		for part, why := range d.Degraded() {
 			if out == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/sievecrawl/sieve/pipeline"
 	"github.com/sievecrawl/sieve/stats"
 	"github.com/sievecrawl/sieve/warc"
+	"github.com/sievecrawl/sieve/watch"
 )
 
 // progressEvery is how often a progress line goes to a file or a pipe (a
@@ -43,13 +44,23 @@ type progress struct {
 	base  *stats.Snapshot // the dedup counts when the run began
 	start time.Time
 
+	// The dedup workers' held batches, as they announce them (read every
+	// heldEvery at most); an embedded run asks its own worker.
+	peers  watch.Peers
+	heldAt time.Time
+	held   *frontier.Held
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 func newProgress(mode string, w io.Writer, log *slog.Logger, c *crawl.Crawler, p *backend, topo frontier.Topology, base *stats.Snapshot) *progress {
 	tty := isTerminal(w)
-	return &progress{log: log, w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo, base: base}
+	pr := &progress{log: log, w: w, tty: tty, on: mode == "always" || (mode == "auto" && tty), c: c, p: p, topo: topo, base: base}
+	if p.worker == nil && p.js != nil {
+		pr.peers = watch.NewJetStreamPeers(p.js, topo, 0)
+	}
+	return pr
 }
 
 func isTerminal(w io.Writer) bool {
@@ -122,13 +133,14 @@ func (pr *progress) begin(ctx context.Context) {
 				rate = float64(st.Fetched-window[0].n) / d
 			}
 			queue, dups := pr.depths(ctx)
+			held := pr.heldBatches(ctx)
 			if pr.log != nil && !pr.tty {
 				// A log read by machines: one record per line, its
 				// figures as fields.
-				pr.log.Info("progress", progressFields(st, rate, queue, dups)...)
+				pr.log.Info("progress", progressFields(st, rate, queue, dups, held)...)
 				continue
 			}
-			line := progressLine(st, rate, queue, dups)
+			line := progressLine(st, rate, queue, dups, held)
 			if pr.tty {
 				// Cut to the terminal's width: a longer line wraps, and
 				// every redraw would scroll.
@@ -158,25 +170,89 @@ func (pr *progress) depths(ctx context.Context) (queue, dups string) {
 	return queue, dups
 }
 
+// heldEvery bounds how often the progress line reads the workers'
+// announcements.
+const heldEvery = 5 * time.Second
+
+// heldBatches returns the pipeline's batches held past their bound: the
+// embedded worker's, or the dedup workers' as they announced them, summed
+// (the oldest's age and reason); nil when none is held. Without it a
+// pipeline that holds every batch (Redis WAIT without a replica) shows an
+// empty queue and nothing in flight, as if the crawl were done.
+func (pr *progress) heldBatches(ctx context.Context) *frontier.Held {
+	if pr.p.worker != nil {
+		st, ok := pr.p.worker.Status()
+		if !ok {
+			return nil
+		}
+		return st.Held
+	}
+	if pr.peers == nil || time.Since(pr.heldAt) < heldEvery {
+		return pr.held
+	}
+	pr.heldAt = time.Now()
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	peers, err := pr.peers.List(qctx)
+	if err != nil {
+		return pr.held
+	}
+	var hs []*frontier.Held
+	for _, p := range peers {
+		hs = append(hs, p.Held)
+	}
+	pr.held = sumHeld(hs)
+	return pr.held
+}
+
+// sumHeld adds held batches up: their count, the oldest's time and reason.
+func sumHeld(hs []*frontier.Held) *frontier.Held {
+	var out *frontier.Held
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		if out == nil {
+			c := *h
+			out = &c
+			continue
+		}
+		out.Batches += h.Batches
+		if h.Since.Before(out.Since) {
+			out.Since, out.Reason = h.Since, h.Reason
+		}
+	}
+	return out
+}
+
 // progressFields are the progress line's figures as log fields, with the
 // crawl's learning beside them (pages that were an earlier URL's page,
 // spellings dropped unfetched).
-func progressFields(st crawl.Stats, rate float64, queue, dups string) []any {
+func progressFields(st crawl.Stats, rate float64, queue, dups string, held *frontier.Held) []any {
 	robots := st.Failed[crawl.ReasonRobots]
-	return []any{"fetched", st.Fetched, "per_second", math.Round(rate*10) / 10, "queue", queue, "duplicates_dropped", dups,
+	f := []any{"fetched", st.Fetched, "per_second", math.Round(rate*10) / 10, "queue", queue, "duplicates_dropped", dups,
 		"failed", crawl.Sum(st.Failed) - robots, "robots_refused", robots, "in_flight", st.InFlight,
 		"same_page_again", crawl.Sum(st.Duplicates), "spellings_dropped", st.Spellings}
+	if held != nil {
+		f = append(f, "held_batches", held.Batches, "held_seconds", math.Round(time.Since(held.Since).Seconds()), "held_reason", held.Reason)
+	}
+	return f
 }
 
 // progressLine is the status line of st, fetching at rate, with queue and
 // dups the frontier's depth and the duplicates dropped ("?" or "n/a" when
-// unknown). URLs robots.txt refused are counted apart from those that
+// unknown), and held the pipeline's batches held past their bound (nil:
+// none). URLs robots.txt refused are counted apart from those that
 // failed, as /metrics counts them (outcome robots): a refusal is the
 // crawler keeping a site's rules, not a fault of the crawl or the site.
-func progressLine(st crawl.Stats, rate float64, queue, dups string) string {
+func progressLine(st crawl.Stats, rate float64, queue, dups string, held *frontier.Held) string {
 	robots := st.Failed[crawl.ReasonRobots]
-	return fmt.Sprintf("fetched %s (%.1f/s) · queue %s · duplicates dropped %s · failed %s · robots refused %s · in flight %d",
+	line := fmt.Sprintf("fetched %s (%.1f/s) · queue %s · duplicates dropped %s · failed %s · robots refused %s · in flight %d",
 		count(st.Fetched), rate, queue, dups, count(crawl.Sum(st.Failed)-robots), count(robots), st.InFlight)
+	if held != nil {
+		line += " · " + held.String()
+	}
+	return line
 }
 
 func (pr *progress) end() {

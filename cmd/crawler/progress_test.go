@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sievecrawl/sieve/crawl"
+	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/testsite"
 )
 
@@ -52,7 +53,7 @@ func TestProgressLineCountsRobotsApart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		st := crawl.Stats{Fetched: 1234, InFlight: 12, Failed: tt.failed}
-		got := progressLine(st, 56.7, "89", "1,011")
+		got := progressLine(st, 56.7, "89", "1,011", nil)
 		want := "fetched 1,234 (56.7/s) · queue 89 · duplicates dropped 1,011 · " + tt.want + " · in flight 12"
 		if got != want {
 			t.Errorf("%s: progressLine(Failed %v) = %q, want %q", tt.name, tt.failed, got, want)
@@ -132,5 +133,30 @@ func TestProgressWithJSONLog(t *testing.T) {
 	}
 	if progress == 0 {
 		t.Errorf("no progress record in the JSON log:\n%s", stderr)
+	}
+}
+
+// TestProgressLineShowsHeld: a pipeline that holds its batches (Redis
+// WAIT without a replica) must not look done: the line says how many, for
+// how long and why, summed over the workers (the oldest's age and
+// reason); nothing when none is held (issue 39, item 3).
+func TestProgressLineShowsHeld(t *testing.T) {
+	now := time.Now()
+	wait := &frontier.Held{Batches: 8, Since: now.Add(-35 * time.Second), Reason: "redis WAIT 0/1 replicas"}
+	nats := &frontier.Held{Batches: 4, Since: now.Add(-12 * time.Second), Reason: "publish: nats: timeout"}
+	st := crawl.Stats{}
+	base := "fetched 0 (0.0/s) · queue 0 · duplicates dropped 0 · failed 0 · robots refused 0 · in flight 0"
+	for _, tt := range []struct {
+		name string
+		held []*frontier.Held
+		want string
+	}{
+		{"none held", []*frontier.Held{nil, nil}, base},
+		{"one worker", []*frontier.Held{nil, wait}, base + " · held 8 batches 35s: redis WAIT 0/1 replicas"},
+		{"two workers: the oldest's reason", []*frontier.Held{nats, wait}, base + " · held 12 batches 35s: redis WAIT 0/1 replicas"},
+	} {
+		if got := progressLine(st, 0, "0", "0", sumHeld(tt.held)); got != tt.want {
+			t.Errorf("%s: progressLine = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

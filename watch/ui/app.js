@@ -245,6 +245,12 @@
       const deps = Object.entries(r.worker.dependencies || {}).map(([k, v]) => k + (v.up ? " up" : " DOWN")).join(", ");
       procs.push(["dedup worker", (r.worker.ready ? "ready" : "not ready") + " · " + rate(r.rates.admitted) + " admitted · " + r.worker.inflight_batches + " batches in hand"]);
       procs.push(["", deps]);
+      // Batches in hand past the bound: pages wait, unacknowledged, for a dependency.
+      const h = r.worker.held;
+      if (h) {
+        procs.push([{ cls: "bad", text: "batches held" }, fmt(h.batches) + " for " +
+          Math.max(0, Math.round((new Date(r.at) - new Date(h.since)) / 1000)) + "s" + (h.reason ? ": " + h.reason : "")]);
+      }
       // A crawl whose filter cannot be opened: its messages wait in the stream.
       for (const [id, pk] of Object.entries(r.worker.parked || {}).sort()) {
         procs.push([{ cls: "bad", text: "crawl " + id + " parked" }, fmt(pk.messages) + " messages held back since " +
