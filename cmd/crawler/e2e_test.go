@@ -51,6 +51,9 @@ type buildError struct {
 func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + string(e.out) }
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(collyChildEnv); spec != "" {
+		os.Exit(collyChild(spec))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
