@@ -205,7 +205,8 @@ func TestPageShowsParkedCrawl(t *testing.T) {
 
 // openPage serves the page of src on a loopback port until the test ends,
 // opens it in the browser ctx and waits for its first poll.
-func openPage(t *testing.T, ctx context.Context, src Sources, o Options) {
+// It returns the page's address.
+func openPage(t *testing.T, ctx context.Context, src Sources, o Options) string {
 	t.Helper()
 	w, err := New(src, o)
 	if err != nil {
@@ -216,9 +217,11 @@ func openPage(t *testing.T, ctx context.Context, src Sources, o Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(PageURL(addr.String())), watchtest.Polled); err != nil {
+	base := PageURL(addr.String())
+	if err := chromedp.Do(ctx, chromedp.Navigate(base), watchtest.Polled); err != nil {
 		t.Fatal(err)
 	}
+	return base
 }
 
 // TestPageShowsArchive: a crawler that archives shows its WARC output

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/pipeline"
@@ -62,19 +60,7 @@ func TestPageShowsDegradedStreams(t *testing.T) {
 	defer h.Close()
 
 	bctx := watchtest.Browser(t, 90*time.Second)
-	w, err := New(Sources{Role: "dedup-worker", Degraded: []Degradation{h}}, Options{Interval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	addr, err := w.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := PageURL(addr.String())
-	if err := chromedp.Do(bctx, chromedp.Navigate(base), watchtest.Polled); err != nil {
-		t.Fatal(err)
-	}
+	base := openPage(t, bctx, Sources{Role: "dedup-worker", Degraded: []Degradation{h}}, Options{Interval: 200 * time.Millisecond})
 	page := func() (pill, list string) {
 		t.Helper()
 		got, err := watchtest.Text(bctx, "ready", "degraded")
@@ -140,20 +126,7 @@ func (h heldWorker) Status() (frontier.Status, bool) {
 // and /readyz answers 200 naming them.
 func TestPageShowsHeldBatches(t *testing.T) {
 	ctx := watchtest.Browser(t, 30*time.Second)
-	src := Sources{Role: "dedup-worker", Worker: heldWorker{since: time.Now().Add(-35 * time.Second)}}
-	w, err := New(src, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	addr, err := w.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := PageURL(addr.String())
-	if err := chromedp.Do(ctx, chromedp.Navigate(base), watchtest.Polled); err != nil {
-		t.Fatal(err)
-	}
+	base := openPage(t, ctx, Sources{Role: "dedup-worker", Worker: heldWorker{since: time.Now().Add(-35 * time.Second)}}, Options{})
 	got, err := watchtest.Text(ctx, "ready", "degraded", "processes")
 	if err != nil {
 		t.Fatal(err)
