@@ -47,6 +47,11 @@ type FetcherOptions struct {
 	Canonical bool
 	// Frames also reports <frame src> and <iframe src> as links.
 	Frames bool
+	// RetryAfterURL makes a Retry-After (on a 429 or 503) hold back only
+	// the retry of its URL; false: every URL of the host waits, as RFC
+	// 9110 reads a 503's Retry-After (the service is unavailable). For
+	// sites of one's own whose errors are per page.
+	RetryAfterURL bool
 	// AllowAddresses lists host names, IP addresses and CIDR prefixes that
 	// may be fetched although they are loopback, private, link-local or
 	// otherwise forbidden (see Forbidden). Fetcher.AllowHost adds more.
@@ -80,6 +85,8 @@ type HostPolicy struct {
 	// RetryBackoff is the wait before the first retry of a URL of the host
 	// (used by Crawler; see Options.RetryBackoff).
 	RetryBackoff time.Duration
+	// RetryAfterURL: see FetcherOptions.RetryAfterURL (either holds).
+	RetryAfterURL bool
 }
 
 func (o FetcherOptions) withDefaults() FetcherOptions {
@@ -338,6 +345,15 @@ func (f *Fetcher) policy(rawURL string) (HostPolicy, bool) {
 	}
 	p, ok := f.opts.Hosts[strings.ToLower(u.Host)]
 	return p, ok
+}
+
+// holdsHost reports whether a Retry-After answered for rawURL holds back
+// every URL of its host (FetcherOptions.RetryAfterURL).
+func (f *Fetcher) holdsHost(rawURL string) bool {
+	if p, ok := f.policy(rawURL); ok && p.RetryAfterURL {
+		return false
+	}
+	return !f.opts.RetryAfterURL
 }
 
 // AllowHost lets the host of hostport (host or host:port) be fetched although

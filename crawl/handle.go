@@ -146,6 +146,12 @@ func (c *Crawler) handle(key string, j *job) {
 	if err == nil {
 		c.observe(wait, ctx, entry, u.Host, page, pause)
 	}
+	var fe *FetchError
+	if errors.As(err, &fe) && fe.RetryAfter > 0 && c.fetcher.holdsHost(entry.URL) {
+		// A 429 or 503 with Retry-After: the whole host waits, from
+		// before its turn ends (the URL's retry waits in any case).
+		c.sched.BlockUntil(key, time.Now().Add(min(fe.RetryAfter, c.fetcher.opts.MaxCrawlDelay)))
+	}
 	c.sched.Done(key, start, pause)
 	if fatal, aerr := c.archiveErr(tr, err); aerr != nil {
 		if fatal {
@@ -157,11 +163,6 @@ func (c *Crawler) handle(key string, j *job) {
 		return
 	}
 	c.refetched(entry, tr)
-	var fe *FetchError
-	if errors.As(err, &fe) && fe.RetryAfter > 0 {
-		// A 429 or 503 with Retry-After: the whole host waits.
-		c.sched.BlockUntil(key, time.Now().Add(min(fe.RetryAfter, c.fetcher.opts.MaxCrawlDelay)))
-	}
 	if err != nil {
 		if r.ctx.Err() != nil && ctx.Err() == nil && !isFetchError(err) {
 			// Given back before its turn came: unfetched, for the

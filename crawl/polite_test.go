@@ -26,6 +26,10 @@ type flatSite struct {
 	srv   *http.Server
 	// indexLatency delays the index page's answer.
 	indexLatency time.Duration
+	// unavailable, if set, is a page's path answering its first request
+	// with 503 and Retry-After: retryAfter seconds.
+	unavailable string
+	retryAfter  int
 
 	mu    sync.Mutex
 	times map[string][]time.Time // path → request times (robots.txt included)
@@ -48,8 +52,12 @@ func startFlatSite(tb testing.TB, addr string, pages int) *flatSite {
 func (s *flatSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.times[r.URL.Path] = append(s.times[r.URL.Path], time.Now())
+	first := len(s.times[r.URL.Path]) == 1
 	s.mu.Unlock()
 	switch {
+	case r.URL.Path == s.unavailable && first:
+		w.Header().Set("Retry-After", fmt.Sprint(s.retryAfter))
+		http.Error(w, "come back later", http.StatusServiceUnavailable)
 	case r.URL.Path == "/":
 		time.Sleep(s.indexLatency)
 		w.Header().Set("Content-Type", "text/html")
@@ -180,6 +188,73 @@ func TestBacklogDoesNotHoldOtherHosts(t *testing.T) {
 		t.Errorf("no message was deferred with 8 in hand and a backlog of 200: %+v", st)
 	}
 	t.Logf("stats: deferred %d, fetched %d", st.Deferred, st.Fetched)
+}
+
+// TestRetryAfterHoldsHostOrURL checks what a 503's Retry-After holds back:
+// by default every URL of the host (no page of it is requested until the
+// wait is over), with RetryAfterURL only the URL's retry (the host's other
+// pages go on at once); in both, the page itself is fetched again after the
+// wait, once.
+func TestRetryAfterHoldsHostOrURL(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		urlOnly  bool
+		holdHost bool
+	}{
+		{name: "host (default)", holdHost: true},
+		{name: "url", urlOnly: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := frontier.Topology{Partitions: 1}
+			site := startFlatSite(t, "127.0.0.2", 30)
+			site.unavailable, site.retryAfter = "/p/0", 2
+			p := startPipeline(t, topo)
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			if err := seed(ctx, p.js, topo, "retry-after", []string{site.URL}); err != nil {
+				t.Fatal(err)
+			}
+			opts := fastOptions(topo, 1)
+			opts.Fetcher.HostParallel = 1
+			opts.Fetcher.HostDelay = -1
+			opts.Fetcher.IgnoreRobots = true
+			opts.Fetcher.RetryAfterURL = tc.urlOnly
+			opts.MaxRetries = 2
+			opts.IdleExit = 500 * time.Millisecond
+			c := newCrawler(t, p.js, opts)
+			if err := c.Run(ctx); !errors.Is(err, ErrIdle) {
+				t.Fatalf("Run = %v, want %v", err, ErrIdle)
+			}
+			site.mu.Lock()
+			unavailable := slices.Clone(site.times["/p/0"])
+			var others []time.Time
+			for path, ts := range site.times {
+				if strings.HasPrefix(path, "/p/") && path != "/p/0" {
+					others = append(others, ts...)
+				}
+			}
+			site.mu.Unlock()
+			if len(unavailable) != 2 {
+				t.Fatalf("/p/0 requested %d times, want 2 (the 503, then its retry)", len(unavailable))
+			}
+			if wait := unavailable[1].Sub(unavailable[0]); wait < 1900*time.Millisecond {
+				t.Errorf("/p/0 retried %v after its 503, want at least its Retry-After (2s)", wait)
+			}
+			during := 0
+			for _, at := range others {
+				if at.After(unavailable[0]) && at.Before(unavailable[0].Add(1900*time.Millisecond)) {
+					during++
+				}
+			}
+			t.Logf("%d of the host's other pages requested during the 2 s after the 503", during)
+			if tc.holdHost && during > 0 {
+				t.Errorf("%d pages of the host requested during its Retry-After, want none", during)
+			}
+			if !tc.holdHost && during == 0 {
+				t.Errorf("no page of the host requested during the URL's Retry-After: the host was held")
+			}
+		})
+	}
 }
 
 // TestCrawlerPoliteness checks the politeness a crawl keeps toward a host:

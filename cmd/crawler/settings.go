@@ -93,6 +93,7 @@ type crawlSettings struct {
 	HostParallel    int           `yaml:"host_parallel" help:"requests in flight to one host at a time"`
 	HostDelay       time.Duration `yaml:"host_delay" help:"pause between the starts of two requests to one host (a longer robots.txt Crawl-delay wins); 0: none"`
 	MaxCrawlDelay   time.Duration `yaml:"max_crawl_delay" help:"longest robots.txt Crawl-delay or Retry-After honoured between requests to a host"`
+	RetryAfter      string        `yaml:"retry_after" help:"what a 429's or 503's Retry-After holds back: host (every URL of the host, as RFC 9110 reads a 503) or url (that URL's retry only: for a site of one's own whose errors are per page)"`
 	Parallel        int           `yaml:"parallel" help:"requests in flight over all hosts"`
 	RequestTimeout  time.Duration `yaml:"request_timeout" help:"limit on one request, body included"`
 	MaxBodySize     config.Bytes  `yaml:"max_body_size" help:"bytes of a page read; longer pages are cut"`
@@ -134,6 +135,7 @@ func defaultSettings() settings {
 			HostParallel:    1,
 			HostDelay:       time.Second,
 			MaxCrawlDelay:   time.Minute,
+			RetryAfter:      "host",
 			Parallel:        64,
 			RequestTimeout:  30 * time.Second,
 			MaxBodySize:     10 << 20,
@@ -206,6 +208,9 @@ func (s settings) validate() error {
 	if c.MaxRetries < 0 {
 		bad("crawl.max_retries", "must be ≥ 0")
 	}
+	if c.RetryAfter != "host" && c.RetryAfter != "url" {
+		bad("crawl.retry_after", "want host or url, got \""+c.RetryAfter+"\"")
+	}
 	if c.HostDelay < 0 {
 		bad("crawl.host_delay", "must be ≥ 0")
 	}
@@ -266,6 +271,7 @@ func (s settings) crawlOptions() crawl.Options {
 			MaxLinks:       s.Frontier.MaxLinks,
 			Canonical:      c.Canonical,
 			Frames:         c.Frames,
+			RetryAfterURL:  c.RetryAfter == "url",
 			AllowAddresses: c.AllowAddresses,
 		},
 		Scope:           s.scope(),
