@@ -154,16 +154,19 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 			where = ", data in a temporary directory removed at the end"
 		}
 		// The demo site is our own, on loopback: no need to be gentle with
-		// it. Every other host gets the configured politeness.
+		// it (no delay, quick retries, and its 503s are per page: a
+		// Retry-After holds back the page's retry, not the site). Every
+		// other host gets the configured politeness.
 		own = map[string]crawl.HostPolicy{site.Host(): {
-			Parallel:     max(s.Crawl.HostParallel, 8),
-			Delay:        -1,
-			RetryBackoff: min(s.Crawl.RetryBackoff, 500*time.Millisecond),
+			Parallel:      max(s.Crawl.HostParallel, 8),
+			Delay:         -1,
+			RetryBackoff:  min(s.Crawl.RetryBackoff, 100*time.Millisecond),
+			RetryAfterURL: true,
 		}}
 		fmt.Fprintf(stderr, "demo site: %s (300 pages, and the traps real sites set); crawl %q%s\n", site.URL, s.Crawl.ID, where)
 	}
 	if s.Embedded && s.IdleExit == 0 {
-		s.IdleExit = 3 * time.Second
+		s.IdleExit = time.Second
 	}
 	if s.Embedded && len(s.Seed) == 0 {
 		// Nothing to continue where no run has been: say so before making

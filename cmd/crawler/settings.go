@@ -25,7 +25,7 @@ type settings struct {
 	Embedded bool          `yaml:"embedded" help:"run the whole pipeline in this process: an embedded NATS server with JetStream and a dedup worker, storing everything under data_dir (the filter in memory, snapshotted there, unless redis.url is set)"`
 	Demo     bool          `yaml:"demo" help:"crawl the bundled demo site, served on loopback by this process (implies embedded unless nats.url is given explicitly)"`
 	Seed     []string      `yaml:"seed" help:"URLs to seed the crawl with before crawling (comma-separated)"`
-	IdleExit time.Duration `yaml:"idle_exit" help:"end the run when the frontier has been empty with nothing in flight for this long, printing a summary; 0: run until stopped (embedded runs default to 3s)"`
+	IdleExit time.Duration `yaml:"idle_exit" help:"end the run when the frontier has been empty with nothing in flight for this long, printing a summary; 0: run until stopped (embedded runs default to 1s)"`
 	DataDir  string        `yaml:"data_dir" help:"directory of the embedded mode's NATS store and filter snapshots, of an archiving crawler's index of the crawls' captures (captures/, with warc.captures disk) and of serve's index of the URLFrontier queues (urlfrontier/); keep it across restarts (a lost index is rebuilt from the log); seed, crawls, delete-crawl and rules given it (and no nats.url) seed, list or delete the crawls stored there, or show and veto their learned rules"`
 	Progress string        `yaml:"progress" help:"live progress: auto (on a terminal), always or never"`
 
