@@ -140,6 +140,7 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 				return err
 			}
 			s.m.handed.Inc()
+			s.m.work.Add(1)
 		}
 	}
 	return errStatus(err)

@@ -3,6 +3,7 @@ package urlfrontier
 import (
 	"context"
 	"path"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,9 @@ import (
 //	sieve_urlfrontier_snapshots_total         snapshots of the queues' index taken here
 //	sieve_urlfrontier_snapshot_bytes          the last one's size
 type metrics struct {
+	// work counts the URLs put and handed out, as a process's measure of
+	// its own activity (Server.Work).
+	work          atomic.Uint64
 	calls         *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
 	urls          *prometheus.CounterVec

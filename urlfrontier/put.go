@@ -107,6 +107,7 @@ func (s *Server) putItems(ctx context.Context, batch []*pb.URLItem) []*pb.AckMes
 	for _, a := range acks {
 		s.m.urls.WithLabelValues("PutURLs", a.Status.String()).Inc()
 	}
+	s.m.work.Add(uint64(len(acks)))
 	return acks
 }
 
@@ -165,6 +166,7 @@ func (s *Server) PutDiscovered(stream pb.URLFrontier_PutDiscoveredServer) error 
 		for _, v := range st {
 			s.m.urls.WithLabelValues("PutDiscovered", v.String()).Inc()
 		}
+		s.m.work.Add(uint64(len(st)))
 		if err := stream.Send(&pb.BatchAck{ID: j.id, Statuses: st}); err != nil {
 			return err
 		}

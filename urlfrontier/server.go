@@ -266,6 +266,12 @@ func (s *Server) compactLoop(ctx context.Context) {
 	})
 }
 
+// Work counts the URLs put (each acknowledged item) and handed out since
+// Open: how busy the server is, for a process that returns its free
+// memory once the API is quiet (package memtrim), whatever its stores
+// still do in the background. Listings and stats are not counted.
+func (s *Server) Work() uint64 { return s.m.work.Load() }
+
 // Err is why the queues' index stopped following their log (urlstore.ErrStale:
 // this server lagged behind the log's trims; restarted, it restores from the
 // snapshot), nil while it follows: a readiness check.

@@ -4,11 +4,27 @@ import (
 	"context"
 	"runtime"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 var sink [][]byte
+
+// runTrims runs Run with o until the test ends and returns what each trim
+// reported.
+func runTrims(t *testing.T, o Options) <-chan uint64 {
+	trims := make(chan uint64, 100)
+	o.Trimmed = func(b uint64) { trims <- b }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, o)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return trims
+}
 
 // freeHeap is the heap's free memory not yet returned to the system.
 func freeHeap() uint64 {
@@ -32,14 +48,7 @@ func TestRunTrimsAfterBurst(t *testing.T) {
 		t.Fatalf("after the burst the runtime holds %d MiB free, want at least 128 to test a trim", f>>20)
 	}
 
-	trims := make(chan uint64, 10)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Options{Interval: 20 * time.Millisecond, Quiet: 200 * time.Millisecond, MinFree: 32 << 20,
-			Trimmed: func(b uint64) { trims <- b }})
-	}()
+	trims := runTrims(t, Options{Interval: 20 * time.Millisecond, Quiet: 200 * time.Millisecond, MinFree: 32 << 20})
 	select {
 	case b := <-trims:
 		if b < 128<<20 {
@@ -57,31 +66,57 @@ func TestRunTrimsAfterBurst(t *testing.T) {
 		t.Errorf("a second trim (%d bytes) with nothing allocated since", b)
 	case <-time.After(time.Second):
 	}
-	cancel()
-	<-done
 }
 
 // TestRunWaitsWhileBusy keeps allocating above the quiet rate: no trim.
 func TestRunWaitsWhileBusy(t *testing.T) {
-	trims := make(chan uint64, 10)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Options{Interval: 20 * time.Millisecond, Quiet: 200 * time.Millisecond, MinFree: 1,
-			QuietRate: 1 << 20, Trimmed: func(b uint64) { trims <- b }})
-	}()
+	trims := runTrims(t, Options{Interval: 20 * time.Millisecond, Quiet: 200 * time.Millisecond, MinFree: 1, QuietRate: 1 << 20})
 	end := time.Now().Add(time.Second)
 	for time.Now().Before(end) {
 		sink = append(sink[:0], make([]byte, 1<<20)) // 1 MiB per ms: far above 1 MiB/s
 		time.Sleep(time.Millisecond)
 	}
 	sink = nil
-	cancel()
-	<-done
 	select {
 	case b := <-trims:
 		t.Errorf("a trim (%d bytes) while allocating %d MiB/s", b, 1000)
 	default:
+	}
+}
+
+// TestRunTrimsWhenWorkStops: with a Work count, the process is quiet once
+// the count stops, even while the runtime goes on allocating (a store's
+// background work after a fill), and busy while it grows, however little
+// is allocated.
+func TestRunTrimsWhenWorkStops(t *testing.T) {
+	var work atomic.Uint64
+	trims := runTrims(t, Options{Interval: 20 * time.Millisecond, Quiet: 200 * time.Millisecond, MinFree: 1,
+		QuietRate: 1 << 20, Work: work.Load})
+	// Working, allocating nothing to speak of: no trim.
+	end := time.Now().Add(time.Second)
+	for time.Now().Before(end) {
+		work.Add(1)
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case b := <-trims:
+		t.Fatalf("a trim (%d bytes) while the work count grew", b)
+	default:
+	}
+	// The work stops; the background allocates 1 MiB per ms: trimmed all
+	// the same.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sink = append(sink[:0], make([]byte, 1<<20))
+		time.Sleep(time.Millisecond)
+		select {
+		case <-trims:
+			sink = nil
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no trim within 10 s of the work stopping")
+		}
 	}
 }
