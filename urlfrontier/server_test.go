@@ -537,6 +537,101 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestBadItemsAcked: a bad item in a put is acknowledged SKIPPED and the
+// stream goes on, and bad GetURLs and GetURLStatus requests answer
+// INVALID_ARGUMENT or NOT_FOUND: no bad input answers INTERNAL or
+// UNAVAILABLE (issue 39), nor ends a stream. Items of at most 4 MiB, the
+// server's message limit here: a larger message is RESOURCE_EXHAUSTED
+// (TestBadInput).
+func TestBadItemsAcked(t *testing.T) {
+	n := newEnv(t).start("n1")
+	ctx := ctxT(t)
+	long := strings.Repeat("a", 100<<10)
+	info := func(url, key, crawl string, meta map[string]*pb.StringList) *pb.URLInfo {
+		return &pb.URLInfo{Url: url, Key: key, CrawlID: crawl, Metadata: meta}
+	}
+	bigValue := map[string]*pb.StringList{"m": {Values: []string{strings.Repeat("v", 1100<<10)}}} // over a stored value's 1 MiB
+	manyKeys := map[string]*pb.StringList{}
+	for i := range 3000 {
+		manyKeys[fmt.Sprintf("key-%d", i)] = &pb.StringList{Values: []string{"v"}}
+	}
+	bad := []struct {
+		name string
+		info *pb.URLInfo
+	}{
+		{"a 100 KB URL", info("https://long.example/"+long, "", "", nil)},
+		{"no URL", info("", "", "", nil)},
+		{"a 5 KB queue key", info("https://k.example/", strings.Repeat("k", 5<<10), "", nil)},
+		{"a crawl id that is no id", info("https://c.example/", "", "a b", nil)},
+		{"a 1.1 MB metadata value", info("https://m.example/", "", "", bigValue)},
+		{"3,000 metadata keys", info("https://mm.example/", "", "", manyKeys)},
+	}
+	var items []*pb.URLItem
+	for _, b := range bad {
+		items = append(items,
+			&pb.URLItem{ID: "discovered " + b.name, Item: &pb.URLItem_Discovered{Discovered: &pb.DiscoveredURLItem{Info: b.info}}},
+			&pb.URLItem{ID: "known " + b.name, Item: &pb.URLItem_Known{Known: &pb.KnownURLItem{Info: b.info}}})
+	}
+	items = append(items,
+		&pb.URLItem{ID: "no item"},
+		&pb.URLItem{ID: "refetchable at the end of time", Item: &pb.URLItem_Known{Known: &pb.KnownURLItem{
+			Info: info("https://d.example/", "", "", nil), RefetchableFromDate: math.MaxUint64}}},
+		&pb.URLItem{ID: "a good one after them", Item: &pb.URLItem_Discovered{Discovered: &pb.DiscoveredURLItem{Info: info("https://good.example/", "", "", nil)}}})
+	st, err := n.client.PutURLs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if err := st.Send(it); err != nil {
+			t.Fatalf("send %s: %v", it.GetID(), err)
+		}
+	}
+	st.CloseSend()
+	for range items {
+		a, err := st.Recv()
+		if err != nil {
+			t.Fatalf("PutURLs: %v after bad items, want an ack for each", err)
+		}
+		want := pb.AckMessage_SKIPPED
+		if a.GetID() == "a good one after them" {
+			want = OK
+		}
+		if a.GetStatus() != want {
+			t.Errorf("PutURLs %s: %v, want %v", a.GetID(), a.GetStatus(), want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"GetURLs of a 100 KB queue key", func() error { return drain(n.client.GetURLs(ctx, &pb.GetParams{Key: long})) }, codes.InvalidArgument},
+		{"GetURLs of a crawl id that is no id", func() error {
+			return drain(n.client.GetURLs(ctx, &pb.GetParams{Item: &pb.GetParams_CrawlID{CrawlID: "a b"}}))
+		}, codes.InvalidArgument},
+		{"GetURLs of every URL of every queue", func() error {
+			return drain(n.client.GetURLs(ctx, &pb.GetParams{MaxUrlsPerQueue: math.MaxUint32, MaxQueues: math.MaxUint32}))
+		}, codes.OK},
+		{"GetURLStatus without a URL", func() error { _, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{}); return err }, codes.InvalidArgument},
+		{"GetURLStatus of a 100 KB queue key", func() error {
+			_, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{Url: "https://d.example/", Key: long})
+			return err
+		}, codes.InvalidArgument},
+		{"GetURLStatus in a crawl id that is no id", func() error {
+			_, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{Url: "https://d.example/", CrawlID: "a b"})
+			return err
+		}, codes.InvalidArgument},
+		{"GetURLStatus of a URL with a NUL", func() error {
+			_, err := n.client.GetURLStatus(ctx, &pb.URLStatusRequest{Url: "https://d.example/\x00"})
+			return err
+		}, codes.NotFound},
+	} {
+		if err := c.call(); status.Code(err) != c.want {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // drain reads a server stream to its end: nil at io.EOF, else the error
