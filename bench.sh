@@ -7,6 +7,7 @@
 #   ./bench.sh NAME…      some of them: redis cuckoo bloom normalize pipeline crawl archive polite urlfrontier auth replicas engine captures compact dust soak
 #
 #   ./bench.sh scale [SIZE…]  the per-URL stores at sizes (default 1M 5M 20M)
+#   ./bench.sh recovery [SIZE…]  crawler serve after a fill: RSS and restarts (default 1M 20M)
 #
 # soak is not a benchmark and not in the default list: it runs 300,000 URLs
 # through a 3-node NATS cluster and a Redis Cluster while killing a NATS
@@ -94,7 +95,31 @@ scale() {
 	done
 }
 
+# recovery SIZE…: `crawler serve --embedded` after a fill, as an operator
+# meets it (issue 39), for a PutDiscovered and a PutURLs-with-metadata fill
+# into 20,000 queues: RSS 1 s and 60 s after the fill, a SIGKILL at once
+# and the start after it timed until GetURLs hands a URL out and until
+# GetStats counts every URL, RSS at rest (after a further fill of 1 %), a
+# SIGTERM and the start after it. Every size is one run, ratios to the first
+# size (1 M unless asked otherwise: the same-run baseline); with
+# SIEVE_RECOVERY_BASELINE=path/to/crawler (a build of an earlier commit),
+# that binary is measured first at every size and fill, each ratio to it.
+# SIEVE_RECOVERY_FILLS: discovered, urls or both (default).
+recovery() {
+	local sizes=("$@")
+	[ ${#sizes[@]} -gt 0 ] || sizes=(1M 20M)
+	local list
+	list=$(IFS=,; echo "${sizes[*]}")
+	run "crawler serve after a fill: RSS right after, 60 s after and at rest; restart after SIGKILL and after SIGTERM until GetURLs hands a URL out and GetStats counts every URL ($list)" \
+		go test ./cmd/crawler -count=1 -run '^TestServeRecovery$' -sieve.serverecovery -sieve.serverecovery.sizes "$list" \
+		-sieve.serverecovery.fills "${SIEVE_RECOVERY_FILLS:-discovered,urls}" -sieve.serverecovery.baseline "${SIEVE_RECOVERY_BASELINE:-}" -v -timeout 360m
+}
+
 names=("$@")
+if [ "${names[0]:-}" = recovery ]; then
+	recovery "${names[@]:1}"
+	exit
+fi
 if [ "${names[0]:-}" = scale ]; then
 	scale "${names[@]:1}"
 	exit

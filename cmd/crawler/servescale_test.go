@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -94,15 +95,9 @@ func TestServeScale(t *testing.T) {
 	if !*serveBench {
 		t.Skip("the crawler serve scale table runs with -sieve.servebench (./bench.sh scale)")
 	}
-	var sizes []int
-	for _, f := range strings.Split(*serveBenchSizes, ",") {
-		f = strings.TrimSpace(f)
-		f = strings.ReplaceAll(strings.ReplaceAll(f, "k", "000"), "M", "000000")
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			t.Fatalf("-sieve.servebench.sizes: %q is not a positive number", f)
-		}
-		sizes = append(sizes, n)
+	sizes, err := parseSizes(*serveBenchSizes)
+	if err != nil {
+		t.Fatalf("-sieve.servebench.sizes: %v", err)
 	}
 	if *serveBenchQueues <= 0 {
 		t.Fatal("-sieve.servebench.queues must be positive")
@@ -137,12 +132,6 @@ func serveScaleTable(rows []serveScale, queues int) string {
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "URLs (%d queues)\tPutDiscovered URLs/s\tRSS filled, idle 5 s\tRSS filled, settled\tdata dir\tSIGTERM stop\trestart after SIGTERM\trestart after SIGKILL\tRSS restarted\tGetURLs+known URLs/s\tRSS after hand-out\n", queues)
 	base := rows[0]
-	ratio := func(v, b float64) string {
-		if b == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2f×", v/b)
-	}
 	// bytes gives the total, per URL, its ratio, and beyond the first row
 	// what each added URL cost: per URL, fixed costs hide a growth.
 	bytes := func(v int64, n int, bv int64) string {
@@ -268,6 +257,7 @@ type scaleServe struct {
 	t              *testing.T
 	bin, dir, addr string
 	starts         int
+	lastFill       time.Duration // how long the last fill took (TestServeRecovery)
 	p              *proc
 	conn           *grpc.ClientConn
 	client         pb.URLFrontierClient
@@ -280,7 +270,7 @@ func (s *scaleServe) start() {
 	s.starts++
 	s.p = startProc(s.t, fmt.Sprintf("serve-%d", s.starts), s.bin, []string{
 		"serve", "--embedded", "--data-dir", s.dir, "--urlfrontier-addr", s.addr, "--http-addr", "",
-	}, nil)
+	}, []string{"SIEVE_LOG_LEVEL=debug"}) // the log says when memory was returned (memtrim)
 	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1, MaxDelay: 50 * time.Millisecond},
@@ -410,21 +400,25 @@ func (s *scaleServe) settledRSS() int64 {
 // idleRSS waits scaleIdle and returns serve's resident memory.
 func (s *scaleServe) idleRSS() int64 {
 	s.t.Helper()
-	time.Sleep(scaleIdle)
-	rss, err := vmRSS(s.p.cmd.Process.Pid)
-	if err != nil {
-		s.fatalf("%v", err)
-	}
-	return rss
+	return s.rssAt(time.Now().Add(scaleIdle))
 }
 
-// fill puts URLs 0 to n-1 into the crawl through scaleStreams PutDiscovered
-// streams, batch b on stream b mod scaleStreams, generating each batch as
-// it is sent; acks are read as they come. It returns the URLs acked OK and
-// the others by status.
+// fill puts URLs 0 to n-1 into the crawl through PutDiscovered (putDiscovered)
+// and returns the URLs acked OK and the others by status.
 func (s *scaleServe) fill(ctx context.Context, n, queues int) (int, map[pb.AckMessage_Status]int, error) {
-	batches := (n + scaleBatch - 1) / scaleBatch
-	var ok, skipped, failed atomic.Int64
+	ok, skipped, failed, err := s.putDiscovered(ctx, n, func(k int) int { return k }, queues)
+	return ok, map[pb.AckMessage_Status]int{pb.AckMessage_SKIPPED: skipped, pb.AckMessage_FAIL: len(failed)}, err
+}
+
+// putDiscovered puts m URLs, the k-th being scaleURL(url(k)), into the
+// crawl through scaleStreams PutDiscovered streams, batch b on stream b
+// mod scaleStreams, generating each batch as it is sent; acks are read as
+// they come. It returns the URLs acked OK and SKIPPED, and the k of those
+// that failed.
+func (s *scaleServe) putDiscovered(ctx context.Context, m int, url func(k int) int, queues int) (ok, skipped int, failed []int, err error) {
+	batches := (m + scaleBatch - 1) / scaleBatch
+	var nOK, nSkipped atomic.Int64
+	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
 	for first := range scaleStreams {
 		g.Go(func() error {
@@ -436,10 +430,10 @@ func (s *scaleServe) fill(ctx context.Context, n, queues int) (int, map[pb.AckMe
 			go func() {
 				sent <- func() error {
 					for b := first; b < batches; b += scaleStreams {
-						lo, hi := b*scaleBatch, min((b+1)*scaleBatch, n)
+						lo, hi := b*scaleBatch, min((b+1)*scaleBatch, m)
 						items := make([]*pb.URLInfo, 0, hi-lo)
-						for i := lo; i < hi; i++ {
-							items = append(items, &pb.URLInfo{Url: scaleURL(i, queues), CrawlID: scaleCrawl})
+						for k := lo; k < hi; k++ {
+							items = append(items, &pb.URLInfo{Url: scaleURL(url(k), queues), CrawlID: scaleCrawl})
 						}
 						if err := stream.Send(&pb.DiscoveredBatch{ID: strconv.Itoa(b), Items: items}); err != nil {
 							return fmt.Errorf("send batch %d: %w", b, err)
@@ -456,14 +450,16 @@ func (s *scaleServe) fill(ctx context.Context, n, queues int) (int, map[pb.AckMe
 				if a.GetID() != strconv.Itoa(b) {
 					return fmt.Errorf("stream %d: ack of batch %q, want %d", first, a.GetID(), b)
 				}
-				for _, v := range a.GetStatuses() {
+				for j, v := range a.GetStatuses() {
 					switch v {
 					case pb.AckMessage_OK:
-						ok.Add(1)
+						nOK.Add(1)
 					case pb.AckMessage_SKIPPED:
-						skipped.Add(1)
+						nSkipped.Add(1)
 					default:
-						failed.Add(1)
+						mu.Lock()
+						failed = append(failed, b*scaleBatch+j)
+						mu.Unlock()
 					}
 				}
 			}
@@ -473,8 +469,8 @@ func (s *scaleServe) fill(ctx context.Context, n, queues int) (int, map[pb.AckMe
 			return <-sent
 		})
 	}
-	err := g.Wait()
-	return int(ok.Load()), map[pb.AckMessage_Status]int{pb.AckMessage_SKIPPED: int(skipped.Load()), pb.AckMessage_FAIL: int(failed.Load())}, err
+	err = g.Wait()
+	return int(nOK.Load()), int(nSkipped.Load()), failed, err
 }
 
 // handOut runs scaleWorkers clients, each asking GetURLs for up to 10 URLs
@@ -603,6 +599,14 @@ func treeBytes(tb testing.TB, dir string) (int64, string) {
 }
 
 func mb(b int64) float64 { return float64(b) / 1e6 }
+
+// ratio is v/b as a table prints it ("-" without a baseline).
+func ratio(v, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", v/b)
+}
 
 func perURL(b int64, n int) float64 { return float64(b) / float64(n) }
 
