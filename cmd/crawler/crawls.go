@@ -266,16 +266,41 @@ func crawlsCommand(ctx context.Context, s settings, jsonOut bool, stdout io.Writ
 // crawlsTimeout bounds `crawler crawls`'s listing.
 var crawlsTimeout = 30 * time.Second
 
-// degradedStreams reads the deployment's streams once, within a few
-// seconds, and returns what is wrong with each that is not healthy (a
-// replica offline or behind, no leader, no answer) by name.
+// degradedStreams reads the deployment's streams, within a few seconds,
+// and returns what is wrong with each that is not healthy (a replica
+// offline or behind, no leader, no answer) by name. A stream found wrong is
+// read again a second later and reported only if it still is: a replica a
+// write behind for a moment is how replication works, not a fault.
 func degradedStreams(ctx context.Context, js jetstream.JetStream, topo frontier.Topology) map[string]string {
 	h, err := frontier.NewStreamHealth(js, topo, frontier.StreamHealthOptions{Every: 3 * time.Second, Bound: -1})
 	if err != nil {
 		return nil
 	}
 	h.Check(ctx)
-	return h.Degraded()
+	first := h.Degraded()
+	if len(first) == 0 || !sleepCtx(ctx, time.Second) {
+		return first
+	}
+	h.Check(ctx)
+	still := h.Degraded()
+	for name := range still {
+		if _, ok := first[name]; !ok {
+			delete(still, name)
+		}
+	}
+	return still
+}
+
+// sleepCtx waits d or until ctx ends, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // printCrawls prints the crawls' rows as a table or as JSON.
