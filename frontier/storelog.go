@@ -46,8 +46,10 @@ func (t Topology) StoreFilter(name string) string {
 // full (limits retention without limits: an entry leaves only with its
 // store's data), of entries compressed by their writers (the stream's own
 // compression off, see above), replicated like the other streams. A
-// stream made compressed by an earlier version is updated to this: its
-// blocks written since are stored as they come.
+// stream made compressed by an earlier version is updated to this, and
+// nats-server applies it when it next opens the stream's store (at its
+// restart): the blocks written from then on are stored as they come, the
+// older ones stay compressed until the log's compaction trims them.
 func (t Topology) StoreConfig() jetstream.StreamConfig {
 	t = t.WithDefaults()
 	return jetstream.StreamConfig{

@@ -132,8 +132,9 @@ func TestStoreLogShared(t *testing.T) {
 }
 
 // TestStoreLogBlocksUncompressed: the stores' stream and their snapshots'
-// bucket store their blocks as they come, also when an earlier version
-// made them compressed, and the entries are compressed by their writer:
+// bucket are configured to store their blocks as they come, also when an
+// earlier version made them compressed (nats-server applies that at its
+// next start), and the entries are compressed by their writer:
 // NATS decompresses every block of a stream it rebuilds after an unclean
 // stop (the serve recovery benchmark, ./bench.sh recovery).
 func TestStoreLogBlocksUncompressed(t *testing.T) {
