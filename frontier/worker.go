@@ -420,27 +420,28 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 // pages come one at a time, and never held back by a timer waiting for it
 // to fill, which would add its wait to every page's way to the frontier.
 func (w *Worker) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
-	msgs, err := collect(nil)(cons.FetchNoWait(w.o.Batch))
+	batch, err := cons.FetchNoWait(w.o.Batch)
+	msgs, err := collect(nil, batch, err)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
-	if msgs, err = collect(nil)(cons.Fetch(1, jetstream.FetchMaxWait(w.o.FetchWait))); len(msgs) == 0 || err != nil {
+	batch, err = cons.Fetch(1, jetstream.FetchMaxWait(w.o.FetchWait))
+	if msgs, err = collect(nil, batch, err); len(msgs) == 0 || err != nil {
 		return msgs, err
 	}
-	return collect(msgs)(cons.FetchNoWait(w.o.Batch - 1))
+	batch, err = cons.FetchNoWait(w.o.Batch - 1)
+	return collect(msgs, batch, err)
 }
 
-// collect returns a function appending a fetch's messages to msgs.
-func collect(msgs []jetstream.Msg) func(jetstream.MessageBatch, error) ([]jetstream.Msg, error) {
-	return func(batch jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
-		if err != nil {
-			return msgs, err
-		}
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		return msgs, batch.Error()
+// collect appends the messages of a fetch (batch, err) to msgs.
+func collect(msgs []jetstream.Msg, batch jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
+	if err != nil {
+		return msgs, err
 	}
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs, batch.Error()
 }
 
 var _ admit.Messages = (*batch)(nil)

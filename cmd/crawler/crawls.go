@@ -278,8 +278,13 @@ func degradedStreams(ctx context.Context, js jetstream.JetStream, topo frontier.
 	}
 	h.Check(ctx)
 	first := h.Degraded()
-	if len(first) == 0 || !sleepCtx(ctx, time.Second) {
+	if len(first) == 0 {
 		return first
+	}
+	select {
+	case <-ctx.Done():
+		return first
+	case <-time.After(time.Second):
 	}
 	h.Check(ctx)
 	still := h.Degraded()
@@ -289,18 +294,6 @@ func degradedStreams(ctx context.Context, js jetstream.JetStream, topo frontier.
 		}
 	}
 	return still
-}
-
-// sleepCtx waits d or until ctx ends, and reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // printCrawls prints the crawls' rows as a table or as JSON.
