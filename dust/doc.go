@@ -23,9 +23,10 @@
 // blocks the host changes between two renders of one URL (a clock, a
 // reader count, a rotating box). That render-to-render noise is measured by
 // fetching a page a second time, only when a pair that rules could merge
-// differs in blocks never seen across two renders (at most Options.Refetches
-// per host); a page that differs in a block seen stable (a product in red
-// and in blue, with its own price) is another page. See Learner.
+// differs in blocks not yet seen changing, or staying in two pairs of
+// renders (at most Options.Refetches per host); a page that differs in a
+// block seen stable (a product in red and in blue, with its own price) is
+// another page. See Learner.
 //
 // # Rules
 //

@@ -132,7 +132,7 @@ type host struct {
 	byStable  map[uint64]int32
 	byLoose   map[uint64][]int32 // loose key → the last maxLoose pages with it
 	noise     map[uint32]bool    // block paths that changed between two renders
-	stable    map[uint32]bool    // block paths that did not
+	stable    map[uint32]uint8   // block paths that did not: in how many pairs of renders
 	refetches int
 	learned   map[string]*Learned // by Rule.String()
 	cands     map[string]*candidate
@@ -154,7 +154,10 @@ type host struct {
 // page close to an earlier one (SimHash within NearBits) whose differing
 // blocks have not been seen across two renders is fetched a second time
 // (Verdict.Refetch), and the blocks that changed between its renders join
-// the host's noise, the others its stable blocks. Two pages that differ
+// the host's noise; those that stayed the same in two such pairs are its
+// stable blocks (one pair is not enough: a box rotating among a few values
+// stays now and then), and until then a difference in them asks for
+// another render, within the host's budget. Two pages that differ
 // in a stable block (a product in red and in blue, with its own price) are
 // distinct, however close their SimHashes.
 //
@@ -232,7 +235,7 @@ func (l *Learner) host(name string) *host {
 	h, ok := l.hosts[name]
 	if !ok {
 		h = &host{name: name, seq: len(l.hosts), byDigest: map[string]int32{}, byText: map[uint64]int32{}, byStable: map[uint64]int32{}, byLoose: map[uint64][]int32{},
-			noise: map[uint32]bool{}, stable: map[uint32]bool{}, learned: map[string]*Learned{}, cands: map[string]*candidate{}}
+			noise: map[uint32]bool{}, stable: map[uint32]uint8{}, learned: map[string]*Learned{}, cands: map[string]*candidate{}}
 		l.hosts[name] = h
 	}
 	return h
@@ -337,8 +340,8 @@ func (l *Learner) ObserveRenders(u string, first, second fingerprint.Print) Verd
 			}
 		}
 		for _, b := range first.Blocks {
-			if !slices.Contains(changed, b.Path) && !h.noise[b.Path] {
-				h.stable[b.Path] = true
+			if !slices.Contains(changed, b.Path) && !h.noise[b.Path] && h.stable[b.Path] < stableRenders {
+				h.stable[b.Path]++
 			}
 		}
 		if grew {
@@ -605,11 +608,20 @@ func loose(u string) string {
 	return p.String()
 }
 
+// stableRenders is in how many pairs of renders a block must stay the
+// same before it is taken as stable: a box that rotates among a few
+// values (three "most read" stories of a hundred) shows one of them twice
+// in a row now and then, and a block taken as stable on one such pair
+// would make every later pair of renders of one page two pages, refuting
+// a true rule for the rest of the crawl. On two pairs the chance falls
+// from 1/k to 1/k² (k values).
+const stableRenders = 2
+
 // untested reports whether some of the paths have been seen neither
-// changing nor staying between two renders.
+// changing between two renders nor staying in stableRenders pairs.
 func (h *host) untested(paths []uint32) bool {
 	for _, p := range paths {
-		if !h.noise[p] && !h.stable[p] {
+		if !h.noise[p] && h.stable[p] < stableRenders {
 			return true
 		}
 	}

@@ -171,6 +171,42 @@ func TestLearnNoisyPages(t *testing.T) {
 	}
 }
 
+func TestNoiseNeedsTwoPairsOfRenders(t *testing.T) {
+	// The host's "most read" box rotates among a few stories and shows
+	// the same one in the first page's two renders: on that one pair
+	// the box looks stable, and every later pair of renders of one page
+	// would look like two pages. A block is stable only after a second
+	// pair of renders, which shows it changing.
+	rng := rand.New(rand.NewPCG(5, 6))
+	renders := 0
+	render := func(u string) []byte {
+		p, _ := Split(u)
+		renders++
+		box := rng.IntN(1000)
+		if renders == 2 || renders == 3 { // the first refetch: the box stays
+			box = 7
+		}
+		return html("story "+p.Path, words(p.Path, 150), []string{
+			fmt.Sprintf("rendered at 12:%02d:%02d.%d", rng.IntN(60), rng.IntN(60), renders),
+			"most read: " + words(fmt.Sprint(box), 12),
+		})
+	}
+	l := NewLearner(Options{})
+	f := &fetcher{t: t, l: l, render: render}
+	for i := range 6 {
+		for range 2 {
+			f.fetch(fmt.Sprintf("http://news.test/story/%d?cmp=%x", i, rng.Uint64()))
+		}
+	}
+	got := rules(l, "news.test")
+	if strings.Join(got[Active], " ") != "param:cmp" || len(got[Retired]) != 0 {
+		t.Fatalf("rules = %v, want param:cmp active and none retired", got)
+	}
+	if f.fetches > 12+(Options{}).withDefaults().Refetches {
+		t.Errorf("%d fetches for 12 spellings: more refetches than the budget", f.fetches)
+	}
+}
+
 func TestLearnNeverMergesDistinctPages(t *testing.T) {
 	// Look-alike URLs that are distinct pages, each with a clock that
 	// changes on every render: a parameter that matters, a product in
