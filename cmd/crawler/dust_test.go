@@ -95,8 +95,13 @@ func TestDustOnePageOneFetch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a crawl of ~800 pages")
 	}
-	web, byFamily, sum := dustCrawl(t, "on", 20_000)
+	web, byFamily, sum, rules := dustCrawlIn(t, t.TempDir(), "on", 20_000)
 	pages, fetches, lost := dustTable(t, "learn on", byFamily)
+	defer func() {
+		if t.Failed() {
+			t.Logf("crawler rules:\n%s", rules)
+		}
+	}()
 	st := sum.Crawler
 	t.Logf("took %.1fs, ended: %s; duplicates %v (%v bytes), spellings dropped %d, second renders %d",
 		sum.Seconds, sum.End, st.Duplicates, st.DuplicateBytes, st.Spellings, st.NoiseFetches)
