@@ -34,10 +34,11 @@
 // or none), path letter case (case), an extension alias (ext:.htm), an
 // index file (index:index.html), a trailing slash (slash), a segment
 // repeated at once (dupseg), and a host that serves another's pages under
-// the same paths (mirror:HOST). A rule never rewrites what the crawler
-// fetches: a URL is fetched as first found, and only its Key is the
-// filter's, so a rule that merges two spellings never sends the crawler to
-// a third that the server does not serve.
+// the same paths (mirror:HOST; a mirror's pairs of spellings teach its
+// target's rules, under which its URLs are spelled). A rule never rewrites
+// what the crawler fetches: a URL is fetched as first found, and only its
+// Key is the filter's, so a rule that merges two spellings never sends the
+// crawler to a third that the server does not serve.
 //
 // # Records
 //

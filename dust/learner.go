@@ -113,6 +113,7 @@ type page struct {
 // when not.
 type candidate struct {
 	rules    []Rule
+	mirror   string // the host a mirror candidate spells its host's URLs on
 	keys     map[uint64]int32
 	hints    int // pairs the site named as one page (a redirect, a canonical link)
 	support  int
@@ -173,14 +174,22 @@ type host struct {
 // becomes active; an active rule that merges two different pages later
 // (an audit fetch, a page fetched before the rule reached the workers)
 // retires for the rest of the crawl.
+//
+// A host that mirrors another (an active mirror rule) spells its URLs on
+// its target under the target's rules, so its own pairs propose and
+// support the target's rules: the crawl may reach a site's spellings on
+// its mirror first and drop the target's own as already fetched, and the
+// target must still learn them.
 type Learner struct {
 	mu       sync.Mutex
 	o        Options
 	seed     maphash.Seed
 	pages    []page
 	hosts    map[string]*host
-	byDigest map[string]int32 // crawl-wide, for mirrors
-	fetched  map[uint64]int32 // key under the active rules → a page with that key
+	byDigest map[string]int32  // crawl-wide, for mirrors
+	fetched  map[uint64]int32  // key under the active rules → a page with that key
+	mirrors  map[*host][]*host // a host → the hosts that mirror it (active rules)
+	watch    map[*host][]*host // a host → the hosts that may mirror it (candidates)
 	set      *Set
 	drops    int  // spellings Seen reported or audited
 	audit    int  // the drop that is fetched as the next audit
@@ -190,7 +199,7 @@ type Learner struct {
 // NewLearner returns a Learner for one crawl.
 func NewLearner(o Options) *Learner {
 	l := &Learner{o: o.withDefaults(), seed: maphash.MakeSeed(), hosts: map[string]*host{},
-		byDigest: map[string]int32{}, fetched: map[uint64]int32{}, set: NewSet(nil)}
+		byDigest: map[string]int32{}, fetched: map[uint64]int32{}, set: NewSet(nil), watch: map[*host][]*host{}}
 	now := l.o.Now()
 	for _, p := range l.o.Pin {
 		h := l.host(p.Host)
@@ -440,6 +449,9 @@ func (l *Learner) observe(u string, p fingerprint.Print, mayRefetch bool) Verdic
 		l.proposeMirror(h, l.pages[mirrorOf], u)
 	}
 	l.settle(h)
+	if t := l.mirrorTarget(h); t != nil {
+		l.settle(t)
+	}
 	return v
 }
 
@@ -522,6 +534,9 @@ func (l *Learner) Hint(a, b string) {
 	if c := l.propose(h, a, b); c != nil {
 		c.hints++
 		l.settle(h)
+		if t := l.mirrorTarget(h); t != nil {
+			l.settle(t)
+		}
 	}
 }
 
@@ -709,15 +724,25 @@ func (l *Learner) hash(s string) uint64 { return maphash.String(l.seed, s) }
 // the keys of h's candidates and of the active rules, counting support and
 // counterexamples.
 func (l *Learner) evidence(h *host, cur *page, idx int32) {
-	for _, c := range h.cands {
-		if c.counter > 0 {
-			continue
-		}
-		k := l.hash(l.keyWith(h, append(h.active(), c.rules...), cur.url))
-		if j, ok := c.keys[k]; ok {
-			l.judge(c, &l.pages[j], cur)
-		} else if idx >= 0 {
-			c.keys[k] = idx
+	l.fileNew(h, cur.url, cur, idx)
+	if t := l.mirrorTarget(h); t != nil {
+		// A mirror's pages are its target's, spelled on the target.
+		l.fileNew(t, rehost(cur.url, t.name), cur, idx)
+	}
+	// A host that may mirror h meets h's pages as they come.
+	for _, m := range l.watch[h] {
+		for _, c := range m.cands {
+			if c.counter > 0 || c.mirror != h.name {
+				continue
+			}
+			// As file does, pairs of h's own pages are not the
+			// candidate's evidence: only a page of m beside one of h.
+			k := l.hash(l.keyWith(h, h.active(), cur.url))
+			if j, ok := c.keys[k]; !ok && idx >= 0 {
+				c.keys[k] = idx
+			} else if ok && l.pages[j].host == m {
+				l.judge(c, &l.pages[j], cur)
+			}
 		}
 	}
 	if l.set.Len() == 0 {
@@ -740,6 +765,39 @@ func (l *Learner) evidence(h *host, cur *page, idx int32) {
 		return
 	}
 	l.refute(h, other, cur)
+}
+
+// fileNew files a new page, spelled u on h, under h's candidates' keys.
+func (l *Learner) fileNew(h *host, u string, cur *page, idx int32) {
+	for _, c := range h.cands {
+		if c.counter > 0 {
+			continue
+		}
+		k := l.hash(l.keyWith(h, append(h.active(), c.rules...), u))
+		if j, ok := c.keys[k]; ok {
+			l.judge(c, &l.pages[j], cur)
+		} else if idx >= 0 {
+			c.keys[k] = idx
+		}
+	}
+}
+
+// mirrorTarget is the host h mirrors by an active rule, or nil.
+func (l *Learner) mirrorTarget(h *host) *host {
+	if m := h.mirrorOf(); m != "" {
+		return l.hosts[m]
+	}
+	return nil
+}
+
+// rehost is u on host.
+func rehost(u, host string) string {
+	p, ok := Split(u)
+	if !ok {
+		return u
+	}
+	p.Host = host
+	return p.String()
 }
 
 // judge counts a pair a candidate merges.
@@ -882,7 +940,15 @@ func sortedKeys(a, b map[string][]string) []string {
 
 // propose makes the smallest set of rules that gives a and b (URLs of h
 // with one page) one key a candidate, if it is not one already.
+//
+// The rules a host that mirrors another would need are its target's: its
+// URLs are spelled on the target, under the target's rules. A pair of the
+// mirror's proposes them there, so a target whose own spellings the crawl
+// reached second (dropped at fetch time as the mirror's) still learns.
 func (l *Learner) propose(h *host, a, b string) *candidate {
+	if t := l.mirrorTarget(h); t != nil {
+		h, a, b = t, rehost(a, t.name), rehost(b, t.name)
+	}
 	ua, ok1 := Split(a)
 	ub, ok2 := Split(b)
 	if !ok1 || !ok2 || ua.Host != ub.Host {
@@ -961,8 +1027,11 @@ func (l *Learner) candidate(h *host, rules []Rule) *candidate {
 	if c, ok := h.cands[id]; ok {
 		return c
 	}
-	c := &candidate{rules: rules, keys: map[uint64]int32{}, proposed: l.o.Now()}
+	c := &candidate{rules: rules, mirror: Compile(rules).mirror, keys: map[uint64]int32{}, proposed: l.o.Now()}
 	h.cands[id] = c
+	if t, ok := l.hosts[c.mirror]; ok && !slices.Contains(l.watch[t], h) {
+		l.watch[t] = append(l.watch[t], h)
+	}
 	l.file(h, c)
 	for _, r := range rules {
 		if _, ok := h.learned[r.String()]; !ok {
@@ -980,8 +1049,8 @@ func (l *Learner) file(h *host, c *candidate) {
 	c.keys = map[uint64]int32{}
 	c.support, c.counter, c.examples, c.counterX = 0, 0, nil, [2]string{}
 	rules := append(h.active(), c.rules...)
-	if m := Compile(c.rules).mirror; m != "" {
-		if t, ok := l.hosts[m]; ok {
+	if c.mirror != "" {
+		if t, ok := l.hosts[c.mirror]; ok {
 			for _, i := range t.pages {
 				k := l.hash(l.keyWith(t, t.active(), l.pages[i].url))
 				if _, ok := c.keys[k]; !ok {
@@ -990,13 +1059,21 @@ func (l *Learner) file(h *host, c *candidate) {
 			}
 		}
 	}
-	for _, i := range h.pages {
-		k := l.hash(l.keyWith(h, rules, l.pages[i].url))
+	put := func(i int32, u string) {
+		k := l.hash(l.keyWith(h, rules, u))
 		if j, ok := c.keys[k]; ok {
 			l.judge(c, &l.pages[j], &l.pages[i])
-			continue
+			return
 		}
 		c.keys[k] = i
+	}
+	for _, i := range h.pages {
+		put(i, l.pages[i].url)
+	}
+	for _, m := range l.mirrors[h] {
+		for _, i := range m.pages {
+			put(i, rehost(l.pages[i].url, h.name))
+		}
 	}
 }
 
@@ -1108,6 +1185,12 @@ func (l *Learner) rebuild() {
 		recs = append(recs, HostRules{Host: h.name, Rules: h.learnedList()})
 	}
 	l.set = NewSet(recs)
+	l.mirrors = map[*host][]*host{}
+	for _, h := range l.hosts {
+		if t := l.mirrorTarget(h); t != nil {
+			l.mirrors[t] = append(l.mirrors[t], h)
+		}
+	}
 	l.fetched = map[uint64]int32{}
 	for i := range l.pages {
 		k := l.hash(l.set.Key(l.pages[i].url))

@@ -316,6 +316,41 @@ func TestLearnMirror(t *testing.T) {
 	}
 }
 
+func TestMirrorTeachesItsTarget(t *testing.T) {
+	// A case-insensitive docs host and its mirror; the crawl reaches
+	// the mirror's spellings first, so the docs host's own are dropped
+	// at fetch time as the mirror's pages. The pairs the mirror shows
+	// teach the docs host's rules, under which the mirror is spelled.
+	render := func(u string) []byte {
+		p, _ := Split(u)
+		path := strings.ToLower(p.Path)
+		return html("doc "+path, words(path, 100), nil)
+	}
+	l := NewLearner(Options{})
+	f := &fetcher{t: t, l: l, render: render}
+	for i := range 3 {
+		f.fetch(fmt.Sprintf("http://docs.test/p/%d", i))
+		f.fetch(fmt.Sprintf("http://mirror.test/p/%d", i))
+	}
+	if got := rules(l, "mirror.test"); strings.Join(got[Active], " ") != "mirror:docs.test" {
+		t.Fatalf("mirror rules = %v, want mirror:docs.test active", got)
+	}
+	for i := 3; i < 6; i++ {
+		f.fetch(fmt.Sprintf("http://mirror.test/p/%d", i))
+		f.fetch(fmt.Sprintf("http://mirror.test/P/%d", i))
+	}
+	if got := rules(l, "docs.test"); strings.Join(got[Active], " ") != "case" {
+		t.Fatalf("docs rules = %v, want case active", got)
+	}
+	set := l.Set()
+	if a, b := set.Key("http://mirror.test/P/9"), set.Key("http://docs.test/p/9"); a != b {
+		t.Errorf("keys of one page: %q and %q", a, b)
+	}
+	if of, seen := l.Seen("http://docs.test/P/4"); !seen || !strings.HasPrefix(of, "http://mirror.test/") {
+		t.Errorf("Seen(docs /P/4) = %q, %v, want the mirror's page", of, seen)
+	}
+}
+
 func TestCounterexampleRetires(t *testing.T) {
 	// v does not matter on the first pages, then does: the rule learned
 	// from the first retires, and no longer rewrites.
