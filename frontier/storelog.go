@@ -179,13 +179,27 @@ func (l *StoreLog) Read(ctx context.Context, after uint64, caughtUp func(), fn f
 		if err != nil || part < 0 {
 			continue // not a partition's subject: not this store's entry
 		}
-		if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Time: meta.Timestamp, Pending: meta.NumPending}); err != nil {
+		if err := fn(storeEntry(m, meta, part)); err != nil {
 			return err
 		}
 		if meta.NumPending == 0 {
 			up()
 		}
 	}
+}
+
+// storeEntry is the log entry m of partition part. Its Prev is the
+// compare-and-append's expected last subject sequence, a header JetStream
+// stores with the message as it was published (every entry Append ever
+// wrote has it).
+func storeEntry(m jetstream.Msg, meta *jetstream.MsgMetadata, part int) urlstore.Entry {
+	e := urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Time: meta.Timestamp, Pending: meta.NumPending}
+	if v := m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
+		if prev, err := strconv.ParseUint(v, 10, 64); err == nil {
+			e.Prev, e.Chained = prev, true
+		}
+	}
+	return e
 }
 
 // ReadPart implements urlstore.Log.
@@ -212,7 +226,7 @@ func (l *StoreLog) ReadPart(ctx context.Context, part int, fn func(urlstore.Entr
 			if err != nil {
 				return fmt.Errorf("frontier: read %s: %w", subject, err)
 			}
-			if err := fn(urlstore.Entry{Seq: meta.Sequence.Stream, Part: part, Data: m.Data(), Time: meta.Timestamp, Pending: meta.NumPending}); err != nil {
+			if err := fn(storeEntry(m, meta, part)); err != nil {
 				return err
 			}
 			left = meta.NumPending

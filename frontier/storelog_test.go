@@ -2,6 +2,7 @@ package frontier_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -129,6 +130,54 @@ func TestStoreLogShared(t *testing.T) {
 			t.Errorf("Lookup(%s) = %q %v %v, want %q", k, v, ok, err, want[k])
 		}
 	}
+}
+
+// TestStoreLogChained: every entry read back from the server names the
+// entry of its partition it was appended after (the compare-and-append's
+// expected sequence, stored with it and kept across a restart), so a
+// store opened on a log with a hole stops at it rather than apply past.
+func TestStoreLogChained(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	topo := frontier.Topology{Prefix: "t"}
+	a := openStore(t, srv.JetStream(), topo, t.TempDir())
+	writeKeys(t, a, "a", 0, 40)
+	srv.Restart()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	log, err := frontier.OpenStoreLog(ctx, srv.JetStream(), topo, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[int]uint64{}
+	n := 0
+	rctx, stop := context.WithCancel(ctx)
+	err = log.Read(rctx, 0, func() {}, func(e urlstore.Entry) error {
+		if !e.Chained || e.Prev != last[e.Part] {
+			t.Errorf("entry %d of partition %d: Prev %d (chained %v), want %d", e.Seq, e.Part, e.Prev, e.Chained, last[e.Part])
+		}
+		last[e.Part] = e.Seq
+		if n++; e.Pending == 0 {
+			stop()
+		}
+		return nil
+	})
+	if err != nil || n != 40 {
+		t.Fatalf("read %d entries, %v; want 40", n, err)
+	}
+	// A hole: partition 1 loses its entries below its last, with no
+	// snapshot that holds them.
+	if err := log.Trim(ctx, 1, last[1]); err != nil {
+		t.Fatal(err)
+	}
+	s, err := urlstore.Open(ctx, t.TempDir(), log, urlstore.Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitReady(ctx); !errors.Is(err, urlstore.ErrStale) {
+		t.Fatalf("a store opened on a log with a hole: WaitReady = %v, want ErrStale", err)
+	}
+	t.Logf("stopped: %v", s.Err())
 }
 
 // TestStoreLogBlocksUncompressed: the stores' stream and their snapshots'

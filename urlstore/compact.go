@@ -46,15 +46,20 @@ import (
 // and the snapshot named then and every later one hold it. A store opened
 // on a directory behind the announced points (stopped for longer than a
 // period), empty, or left by an interrupted restore, restores the current
-// snapshot first. A running store that falls more than half a period
-// behind reads the manifest every 10 s while it is, and stops with
-// ErrStale if the announced points passed it: its index would miss
-// entries; it restores at its next Open.
+// snapshot first. A running store checks every entry it applies against
+// the last it applied of the entry's partition (Entry.Prev, the
+// compare-and-append's expected sequence, kept with the entry): one that
+// fell behind a trim meets an entry whose predecessor it never applied,
+// and stops with ErrStale rather than apply past the hole, whatever the
+// clocks say or whether the manifest can be read; it restores at its next
+// Open. This is raft's log matching (an entry names the one before it),
+// not a guess from an entry's age.
 
-// ErrStale is the error of a store whose follower fell behind entries the
-// log trims (Compact): its index cannot be made current from the log; it
-// restores from the snapshot when opened again.
-var ErrStale = errors.New("urlstore: the index is behind what the log trims: open it again to restore from the snapshot")
+// ErrStale is the error of a store whose follower met a hole in the log:
+// entries of a partition it never applied are gone (trimmed by Compact
+// while it was behind, or lost). Its index cannot be made current from the
+// log; it restores from the snapshot when opened again.
+var ErrStale = errors.New("urlstore: the index is behind what the log holds: open it again to restore from the snapshot")
 
 // DefaultCompactEvery is Options.CompactEvery's default.
 const DefaultCompactEvery = 10 * time.Minute
@@ -420,26 +425,18 @@ func (s *Store) appliedNow() map[int]uint64 {
 	return out
 }
 
-// staleCheck is the follower's guard while it lags: every 10 s, while the
-// entries it applies are older than half a compaction period, it reads the
-// manifest and reports ErrStale if the announced trim passed the index.
-type staleCheck struct {
-	next time.Time
-}
-
-func (s *Store) checkStale(ctx context.Context, c *staleCheck, e Entry) error {
-	if s.snaps == nil || e.Time.IsZero() || s.now().Sub(e.Time) < s.compactEvery/2 || s.now().Before(c.next) {
-		return nil
+// hole stops the follower at e, an entry of a partition whose last
+// applied entry here is last, not e.Prev: the entries between are gone.
+// It marks the directory to be restored from the snapshot at the next
+// Open, as an interrupted restore is.
+func (s *Store) hole(e Entry, last uint64) error {
+	err := fmt.Errorf("%w: partition %d: entry %d follows entry %d, and this index's last of the partition is %d", ErrStale, e.Part, e.Seq, e.Prev, last)
+	if s.snaps != nil {
+		if werr := os.WriteFile(filepath.Join(s.dir, restoringFile), nil, 0o644); werr != nil {
+			return fmt.Errorf("%w (and marking it for a restore: %v)", err, werr)
+		}
 	}
-	c.next = s.now().Add(10 * time.Second)
-	m, _, err := readManifest(ctx, s.snaps)
-	if err != nil || m == nil {
-		return nil // checked again in 10 s
-	}
-	if behind(s.appliedNow(), m.Trimmed) {
-		return ErrStale
-	}
-	return nil
+	return err
 }
 
 // restoreCurrent restores dir from the current snapshot, reading the

@@ -20,6 +20,12 @@ type Entry struct {
 	// Pending is how many entries follow it in the log when it was read
 	// (0: it is the last), for reporting the progress of a catch-up.
 	Pending uint64
+	// Prev is the sequence of the entry of Part it was appended after
+	// (Append's last; 0: the partition's first), kept with it by the log
+	// when Chained. A follower that holds another as Part's last has
+	// missed entries (trimmed, or lost): it checks, never skips a hole.
+	Prev    uint64
+	Chained bool
 }
 
 // Log is the replicated, ordered record of every change of a store, in
@@ -33,7 +39,8 @@ type Log interface {
 	// Append stores data as the next entry of part if the sequence of
 	// part's last entry is last, returning the new entry's sequence, or
 	// ErrConflict if it was another. Any other error leaves it unknown
-	// whether the entry was stored.
+	// whether the entry was stored. The entry keeps last as its Prev
+	// (Chained), so that each entry names the one it follows.
 	Append(ctx context.Context, part int, last uint64, data []byte) (uint64, error)
 	// Last returns the sequence of part's last entry (0: none).
 	Last(ctx context.Context, part int) (uint64, error)

@@ -47,7 +47,7 @@ func (l *MemLog) Append(ctx context.Context, part int, last uint64, data []byte)
 		now = l.Now
 	}
 	// Data is never nil: nil marks a trimmed entry.
-	l.entries = append(l.entries, Entry{Seq: seq, Part: part, Data: append([]byte{}, data...), Time: now()})
+	l.entries = append(l.entries, Entry{Seq: seq, Part: part, Data: append([]byte{}, data...), Time: now(), Prev: last, Chained: true})
 	l.last[part] = seq
 	close(l.grown)
 	l.grown = make(chan struct{})

@@ -40,8 +40,10 @@ type Options struct {
 	// what the log trims, or left by an interrupted restore.
 	Snapshots Snapshots
 	// CompactEvery is how old the current snapshot must be before Compact
-	// takes the next and trims the log (default DefaultCompactEvery): a
-	// store may lag the log by up to half of it without restoring.
+	// takes the next and trims the log (default DefaultCompactEvery): an
+	// entry goes a full period after a snapshot holds it, so a store may
+	// lag the log by up to a period without restoring; one further behind
+	// meets a hole and stops (ErrStale).
 	CompactEvery time.Duration
 	// CompactRatio, if positive, holds a snapshot back until the entries
 	// applied since the current one add up to CompactRatio times its size:
@@ -488,7 +490,6 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, size int, follow
 func (s *Store) follow(ctx context.Context) {
 	defer close(s.done)
 	lastReport := time.Now() // report a catch-up that lasts over 5 s
-	var stale staleCheck
 	for ctx.Err() == nil {
 		err := s.log.Read(ctx, s.followed.Load(), func() {
 			s.readyOne.Do(func() { close(s.ready) })
@@ -511,13 +512,13 @@ func (s *Store) follow(ctx context.Context) {
 			if e.Seq <= pt.last.Load() {
 				return skip()
 			}
-			if err := s.checkStale(ctx, &stale, e); err != nil {
-				return err
-			}
 			pt.mu.Lock()
 			defer pt.mu.Unlock()
 			if e.Seq <= pt.last.Load() {
 				return skip()
+			}
+			if last := pt.last.Load(); e.Chained && e.Prev != last {
+				return s.hole(e, last)
 			}
 			if err := s.apply(pt, e.Part, e.Seq, e.Data, len(e.Data), true); err != nil {
 				return err
