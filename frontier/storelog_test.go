@@ -15,6 +15,7 @@ import (
 	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/natstest"
 	"github.com/sievecrawl/sieve/urlstore"
+	"github.com/sievecrawl/sieve/urlstore/urlstoretest"
 )
 
 func openStore(t *testing.T, js jetstream.JetStream, topo frontier.Topology, dir string) *urlstore.Store {
@@ -178,6 +179,22 @@ func TestStoreLogChained(t *testing.T) {
 		t.Fatalf("a store opened on a log with a hole: WaitReady = %v, want ErrStale", err)
 	}
 	t.Logf("stopped: %v", s.Err())
+}
+
+// TestStoreLogContract runs the Log contract (package urlstoretest) on
+// the JetStream log, as package urlstore runs it on MemLog: the test twin
+// and the real log keep one behaviour.
+func TestStoreLogContract(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	n := 0
+	urlstoretest.TestLog(t, func(t *testing.T) urlstore.Log {
+		n++ // a store of its own each: its subjects, in the one stream
+		log, err := frontier.OpenStoreLog(t.Context(), srv.JetStream(), frontier.Topology{Prefix: "t"}, fmt.Sprintf("contract%d", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return log
+	})
 }
 
 // TestStoreLogBlocksUncompressed: the stores' stream and their snapshots'
