@@ -22,6 +22,33 @@ const batchVersion = 1
 // checksummed only.
 const batchS2 = 2
 
+// LogFormat is the newest format of the log's entries this build reads
+// and writes: the first byte of an entry, 1 for a batch as it is
+// (batchVersion), 2 for one compressed (batchS2). A first byte above it,
+// up to maxFormat, is a newer build's format: a store stops at such an
+// entry (ErrNewerFormat) rather than skip it, since skipping would leave
+// it without a write every newer store applied. Above maxFormat (or 0)
+// the entry is not a store's at all, and every store skips it alike
+// (ErrBadBatch).
+const LogFormat = batchS2
+
+// maxFormat is the largest first byte a future format may take.
+const maxFormat = 63
+
+// ErrNewerFormat is the error of an entry, a value, or a deployment
+// written in a format newer than this build reads: the build must be
+// upgraded, and nothing is skipped meanwhile.
+var ErrNewerFormat = errors.New("urlstore: written in a newer format than this build reads")
+
+// newer reports whether an entry's first byte is a format newer than
+// LogFormat, and says so.
+func newer(first byte) error {
+	if first > LogFormat && first <= maxFormat {
+		return fmt.Errorf("%w: an entry of log format %d; this build reads up to %d: upgrade it", ErrNewerFormat, first, LogFormat)
+	}
+	return nil
+}
+
 // compressMin is the smallest batch worth compressing: below it S2's
 // framing eats what it saves (a hand-out's lease, a known update).
 const compressMin = 256
@@ -141,6 +168,9 @@ func decodeBatch(data []byte, fn func(operation) error) error {
 	if len(data) == 0 {
 		return nil
 	}
+	if err := newer(data[0]); err != nil {
+		return err
+	}
 	if data[0] == batchS2 {
 		n, err := s2.DecodedLen(data[1:])
 		if err != nil || n > maxDecodedBatch {
@@ -149,6 +179,11 @@ func decodeBatch(data []byte, fn func(operation) error) error {
 		raw, err := s2.Decode(make([]byte, n), data[1:])
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrBadBatch, err)
+		}
+		if len(raw) > 0 {
+			if err := newer(raw[0]); err != nil {
+				return err
+			}
 		}
 		if len(raw) == 0 || raw[0] != batchVersion {
 			return fmt.Errorf("%w: compressed entry of another version", ErrBadBatch)

@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,6 +81,10 @@ type manifest struct {
 	// trims the log (or an earlier one did): the previous snapshot's
 	// Applied. A store whose index is behind it restores.
 	Trimmed map[int]uint64 `json:"trimmed,omitempty"`
+	// Formats are the deployment's formats (Options.Formats, "log"
+	// among them): the newest any build that opened a store on the log
+	// wrote. A manifest may hold them alone, before any snapshot.
+	Formats map[string]int `json:"formats,omitempty"`
 
 	// applied is the taker's appliedBytes at the checkpoint (not stored).
 	applied uint64
@@ -135,6 +141,12 @@ func (s *Store) Compact(ctx context.Context) (Compaction, error) {
 	if err != nil {
 		return out, err
 	}
+	var formats map[string]int
+	if m != nil {
+		if formats = m.Formats; m.Snapshot == "" {
+			m = nil // the formats alone: no snapshot yet
+		}
+	}
 	if m != nil && s.now().Sub(m.Made) < s.compactEvery {
 		return out, nil
 	}
@@ -178,6 +190,7 @@ func (s *Store) Compact(ctx context.Context) (Compaction, error) {
 	if m != nil {
 		next.Trimmed = m.Applied
 	}
+	next.Formats = mergeFormats(formats, s.formats)
 	b, err := json.Marshal(next)
 	if err != nil {
 		return out, err
@@ -451,17 +464,68 @@ func restoreCurrent(ctx context.Context, dir string, snaps Snapshots, m *manifes
 		if m, _, err = readManifest(ctx, snaps); err != nil {
 			return nil, err
 		}
-		if m == nil {
+		if m == nil || m.Snapshot == "" {
 			return nil, fmt.Errorf("urlstore: restore %s: the snapshots' manifest went", dir)
 		}
 	}
 }
 
-// snapshotManifest is what Open restores from: the manifest, if any.
-func snapshotManifest(ctx context.Context, snaps Snapshots) (*manifest, error) {
+// logFormatName is the log's own entry in Options.Formats.
+const logFormatName = "log"
+
+// recordFormats is Open's format gate: it refuses a build older than a
+// format the manifest records, naming both versions, and records the
+// formats of this build that are newer (compare-and-set, again on a
+// conflict). It returns the manifest if it names a snapshot, what Open
+// restores from.
+func recordFormats(ctx context.Context, snaps Snapshots, formats map[string]int) (*manifest, error) {
 	if snaps == nil {
 		return nil, nil
 	}
-	m, _, err := readManifest(ctx, snaps)
-	return m, err
+	for {
+		m, rev, err := readManifest(ctx, snaps)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			m = &manifest{}
+		}
+		newer := false
+		for _, name := range slices.Sorted(maps.Keys(formats)) {
+			switch v, rec := formats[name], m.Formats[name]; {
+			case rec > v:
+				return nil, fmt.Errorf("%w: the deployment's %s format is %d (a newer build opened it), this build's is %d: upgrade it", ErrNewerFormat, name, rec, v)
+			case rec < v:
+				newer = true
+			}
+		}
+		if newer {
+			m.Formats = mergeFormats(m.Formats, formats)
+			b, err := json.Marshal(m)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := snaps.SetManifest(ctx, b, rev); errors.Is(err, ErrConflict) {
+				continue
+			} else if err != nil {
+				return nil, fmt.Errorf("urlstore: record the formats in the snapshots' manifest: %w", err)
+			}
+		}
+		if m.Snapshot == "" {
+			return nil, nil
+		}
+		return m, nil
+	}
+}
+
+// mergeFormats is the newest version of each name in a and b.
+func mergeFormats(a, b map[string]int) map[string]int {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]int{}
+	}
+	for k, v := range b {
+		out[k] = max(out[k], v)
+	}
+	return out
 }

@@ -36,10 +36,14 @@
 //     the previous snapshot's points are trimmed, so the log holds about
 //     two periods of work rather than every write ever made.
 //   - An entry that does not decode is skipped by every store alike, and
-//     counted (Stats.Bad); a write is checked before it is appended. A
-//     build that predates a form of entry skips it too: the processes
-//     sharing a log are upgraded together (entries of 256 bytes or more
-//     are logged S2-compressed, batchS2, since issue 39).
+//     counted (Stats.Bad); a write is checked before it is appended. An
+//     entry of a newer format than this build's (LogFormat), or a value
+//     its user says is newer (Options.CheckValue), is never skipped: the
+//     store stops at it, unapplied (ErrNewerFormat), since every newer
+//     store applied it. With Snapshots, the newest formats any build
+//     opened (the log's and Options.Formats) are recorded in the
+//     manifest, and an older build refuses to open a store, naming both
+//     versions: the processes sharing a log are upgraded together.
 //
 // # Cost per record
 //

@@ -53,6 +53,18 @@ type Options struct {
 	CompactRatio float64
 	// Now is the clock of compaction (nil: time.Now).
 	Now func() time.Time
+	// Formats are the versions of what the store's user writes in its
+	// values, by name (a queue's state, a capture…); "log" is the log's
+	// own (LogFormat), added here. With Snapshots, they are the
+	// deployment's formats recorded in the manifest: Open records a
+	// newer one, and refuses, naming both versions, to open a store
+	// whose build is older than one recorded (ErrNewerFormat).
+	Formats map[string]int
+	// CheckValue, if set, is called with each value an entry sets before
+	// the entry is applied; an error (wrapping ErrNewerFormat: a value
+	// of a newer version than its user reads) stops the store at that
+	// entry, unapplied, as an entry of a newer log format does.
+	CheckValue func(key, value []byte) error
 }
 
 // Change is one applied operation, as Options.OnApply sees it: Key set to
@@ -75,6 +87,10 @@ type Store struct {
 	log     Log
 	logf    func(string, ...any)
 	onApply func(int, []Change)
+	// checkValue is Options.CheckValue; formats Options.Formats with the
+	// log's own.
+	checkValue func(key, value []byte) error
+	formats    map[string]int
 
 	snaps        Snapshots
 	compactEvery time.Duration
@@ -185,7 +201,13 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 	}
 	s := &Store{dir: dir, lock: lock, log: log, logf: opts.Logf, onApply: opts.OnApply, parts: map[int]*part{},
 		snaps: opts.Snapshots, compactEvery: opts.CompactEvery, compactRatio: opts.CompactRatio, now: opts.Now,
+		checkValue: opts.CheckValue, formats: map[string]int{logFormatName: LogFormat},
 		applied: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	for name, v := range opts.Formats {
+		if name != logFormatName {
+			s.formats[name] = v
+		}
+	}
 	if s.compactEvery <= 0 {
 		s.compactEvery = DefaultCompactEvery
 	}
@@ -199,7 +221,7 @@ func Open(ctx context.Context, dir string, log Log, opts Options) (*Store, error
 		lock.Close()
 		return nil, err
 	}
-	m, err := snapshotManifest(ctx, opts.Snapshots)
+	m, err := recordFormats(ctx, opts.Snapshots, s.formats)
 	if err != nil {
 		return fail(err)
 	}
@@ -407,6 +429,17 @@ func (s *Store) waitApplied(ctx context.Context, pt *part, seq uint64) error {
 	}
 }
 
+// check is Options.CheckValue of a set's value.
+func (s *Store) check(op operation) error {
+	if s.checkValue == nil {
+		return nil
+	}
+	if err := s.checkValue(op.key, op.value); err != nil {
+		return fmt.Errorf("urlstore: key %q: %w", op.key, err)
+	}
+	return nil
+}
+
 // apply writes an entry's operations and the partition's new sequence in
 // one Pebble batch, so the two never disagree; size is the entry's bytes
 // in the log. pt.mu is held. The batch
@@ -426,9 +459,15 @@ func (s *Store) apply(pt *part, p int, seq uint64, data []byte, size int, follow
 		k := userKey(op.key)
 		switch op.kind {
 		case opSet:
+			if err := s.check(op); err != nil {
+				return err
+			}
 			note(Change{Key: op.key, Value: op.value})
 			return pb.Set(k, op.value, nil)
 		case opSetIfAbsent:
+			if err := s.check(op); err != nil {
+				return err
+			}
 			_, closer, err := pb.Get(k)
 			if err == nil {
 				return closer.Close()
@@ -531,7 +570,7 @@ func (s *Store) follow(ctx context.Context) {
 			}
 			return nil
 		})
-		if errors.Is(err, ErrStale) {
+		if errors.Is(err, ErrStale) || errors.Is(err, ErrNewerFormat) {
 			if s.logf != nil {
 				s.logf("urlstore: %s: %v", s.dir, err)
 			}
