@@ -103,6 +103,7 @@ func OpenDisk(ctx context.Context, dir string, log urlstore.Log, o urlstore.Opti
 	if o.CompactRatio == 0 {
 		o.CompactRatio = CompactRatio
 	}
+	o.Formats, o.CheckValue = map[string]int{"captures": captureVersion}, checkCapture
 	s, err := urlstore.OpenFree(ctx, dir, log, o)
 	if err != nil {
 		return nil, fmt.Errorf("captures: %w", err)
@@ -286,8 +287,22 @@ func hashPart(s string) int {
 	return int(h.Sum32() % Parts)
 }
 
-// captureVersion is the first byte of an encoded capture.
+// captureVersion is the first byte of an encoded capture: the
+// deployment's captures format (urlstore.Options.Formats), recorded in the
+// snapshots' manifest, so an older build refuses to open a store a newer
+// one opened, and one running stops at a newer capture (checkCapture)
+// rather than skip it.
 const captureVersion = 1
+
+// checkCapture is the captures' format gate (urlstore.Options.CheckValue):
+// a capture of a version above captureVersion (up to 63) stops the store
+// before its entry is applied.
+func checkCapture(_, v []byte) error {
+	if len(v) > 0 && v[0] > captureVersion && v[0] <= 63 {
+		return fmt.Errorf("%w: a capture of format %d, this build reads up to %d", urlstore.ErrNewerFormat, v[0], captureVersion)
+	}
+	return nil
+}
 
 // Flags of an encoded capture: what it leaves out because it can be
 // rebuilt.

@@ -2,6 +2,7 @@ package captures
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -241,4 +242,26 @@ func storeStreamInfo(t *testing.T, js jetstream.JetStream) *jetstream.StreamInfo
 		t.Fatal(err)
 	}
 	return info
+}
+
+// TestCaptureFormatGate: a capture of a newer version stops the store
+// (urlstore.ErrNewerFormat); this build's captures, and bytes past the
+// versions, do not.
+func TestCaptureFormatGate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value []byte
+		newer bool
+	}{
+		{"this build's", encodeCapture(warc.Capture{Date: time.Unix(1_764_000_000, 0), Digest: "sha1:AAAA"}, "http://x.test/"), false},
+		{"a newer version", []byte{captureVersion + 1, 0}, true},
+		{"the last version a build may take", []byte{63}, true},
+		{"not a version", []byte{200}, false},
+		{"empty", nil, false},
+	} {
+		err := checkCapture([]byte("k"), tc.value)
+		if got := errors.Is(err, urlstore.ErrNewerFormat); got != tc.newer {
+			t.Errorf("%s: checkCapture = %v, want newer %v", tc.name, err, tc.newer)
+		}
+	}
 }

@@ -9,11 +9,33 @@ import (
 	"time"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/urlstore"
 )
 
 // formatVersion is the "v" of a queue's state and the first byte of a
-// URL's record; a reader refuses another.
+// URL's record; a reader refuses another. It is the deployment's format
+// of serve's values (urlstore.Options.Formats, recorded in the snapshots'
+// manifest): a build whose formatVersion is older than the recorded one
+// refuses to start, and one running meets a newer value and stops
+// (checkValue), never skipping what a newer server wrote.
 const formatVersion = 2
+
+// checkValue is the format gate of the values serve stores: a URL's
+// record or a queue's state of a version above formatVersion (up to 63,
+// above that it is not a version) stops the store before its entry is
+// applied (urlstore.ErrNewerFormat).
+func checkValue(k, v []byte) error {
+	if len(k) == 0 || len(v) == 0 {
+		return nil
+	}
+	switch k[0] {
+	case kindURL, kindReady, kindQueue:
+		if v[0] > formatVersion && v[0] <= 63 {
+			return fmt.Errorf("%w: a stored value of serve's format %d, this build reads up to %d", urlstore.ErrNewerFormat, v[0], formatVersion)
+		}
+	}
+	return nil
+}
 
 // Entry is one URL of a queue, the value of its U key (entryKey), or of
 // its R key alone while it waits for its first fetch (putEntry): queued

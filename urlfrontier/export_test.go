@@ -69,3 +69,17 @@ func PutLegacyFresh(ctx context.Context, s *Server, crawl, key, url string, crea
 
 // Compact runs one compaction of s's queues' store now.
 func Compact(s *Server, ctx context.Context) (urlstore.Compaction, error) { return s.q.st.Compact(ctx) }
+
+// NewerQueueState is a batch a newer build would write: crawl's queue
+// key in a state of format version formatVersion+1, and its partition.
+func NewerQueueState(crawl, key string) (int, *urlstore.Batch) {
+	var b urlstore.Batch
+	b.Set(queueKey(crawl, key), []byte{formatVersion + 1, 0})
+	return partOf(crawl, key), &b
+}
+
+// FormatVersion is the format of serve's values, and StoreName its store.
+const (
+	FormatVersion = formatVersion
+	StoreName     = storeName
+)

@@ -78,6 +78,17 @@ func (e *env) start(name string, tweak ...func(*urlfrontier.Options)) *node {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	srv, err := urlfrontier.Open(ctx, e.options(ctx, name, tweak...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e.serve(srv)
+}
+
+// options are the options of a server (a node named name) on e.
+func (e *env) options(ctx context.Context, name string, tweak ...func(*urlfrontier.Options)) urlfrontier.Options {
+	tb := e.tb
+	tb.Helper()
 	js := e.js
 	if js == nil {
 		js = e.nats.JetStream()
@@ -105,10 +116,13 @@ func (e *env) start(name string, tweak ...func(*urlfrontier.Options)) *node {
 	for _, t := range tweak {
 		t(&o)
 	}
-	srv, err := urlfrontier.Open(ctx, o)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	return o
+}
+
+// serve serves srv on loopback.
+func (e *env) serve(srv *urlfrontier.Server) *node {
+	tb := e.tb
+	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

@@ -204,7 +204,8 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		dir = s.tmp
 	}
 	logf := func(format string, args ...any) { o.Logger.Info(fmt.Sprintf(format, args...)) }
-	so := urlstore.Options{CacheBytes: o.CacheBytes, Logf: logf, OnApply: s.q.onApply, CompactEvery: o.CompactEvery, Now: o.Now}
+	so := urlstore.Options{CacheBytes: o.CacheBytes, Logf: logf, OnApply: s.q.onApply, CompactEvery: o.CompactEvery, Now: o.Now,
+		Formats: map[string]int{storeName: formatVersion}, CheckValue: checkValue}
 	// The snapshots whether this server compacts or not: another may
 	// have trimmed the log, and then a new directory starts from them.
 	if so.Snapshots, err = frontier.OpenStoreSnapshots(ctx, o.JetStream, o.Topology, storeName); err != nil {
