@@ -20,16 +20,11 @@ import (
 	"github.com/sievecrawl/sieve/testsite"
 )
 
-// dustCrawl crawls the DUST web (testsite.StartDust) with the embedded
-// crawler, learning as the crawl's settings say, and returns what each
-// family cost: distinct pages, fetches, pages never fetched.
-func dustCrawl(tb testing.TB, learn string, maxPages int) (web *testsite.DustWeb, byFamily map[string][3]int, sum runSummary) {
-	web, byFamily, sum, _ = dustCrawlIn(tb, tb.TempDir(), learn, maxPages)
-	return web, byFamily, sum
-}
-
-// dustCrawlIn is dustCrawl in the data dir dir; it also returns what
-// `crawler rules` says of the crawl afterwards.
+// dustCrawlIn crawls the DUST web (testsite.StartDust) with the embedded
+// crawler in the data dir dir, learning as the crawl's settings say, and
+// returns what each family cost (distinct pages, fetches, pages never
+// fetched), the run's summary, and what `crawler rules` says of the crawl
+// afterwards.
 func dustCrawlIn(tb testing.TB, dir, learn string, maxPages int) (web *testsite.DustWeb, byFamily map[string][3]int, sum runSummary, rules string) {
 	tb.Helper()
 	web, err := testsite.StartDust(testsite.DustOptions{})
