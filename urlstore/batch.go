@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 )
 
 // batchVersion is the first byte of an encoded batch: the log's format.
@@ -22,15 +24,26 @@ const batchVersion = 1
 // checksummed only.
 const batchS2 = 2
 
+// batchZstd is the first byte of a batch as the log keeps it since issue
+// 39: a zstd frame (its fastest level) of the whole batchVersion encoding
+// follows. It packs a log of URLs tighter than S2 (a 20 M fill of
+// PutURLs with two metadata keys: 44 B a URL with S2; batches of 64 such
+// URLs, 39 B with S2 and 22.5 B with zstd), and the log's size is what a
+// restart after an unclean stop reads (NATS rebuilds the stream from
+// every block); encoding costs about 1 µs a URL more, decoding the same.
+// S2 entries are still read.
+const batchZstd = 3
+
 // LogFormat is the newest format of the log's entries this build reads
 // and writes: the first byte of an entry, 1 for a batch as it is
-// (batchVersion), 2 for one compressed (batchS2). A first byte above it,
+// (batchVersion), 2 for one compressed with S2 (batchS2, read only), 3
+// with zstd (batchZstd). A first byte above it,
 // up to maxFormat, is a newer build's format: a store stops at such an
 // entry (ErrNewerFormat) rather than skip it, since skipping would leave
 // it without a write every newer store applied. Above maxFormat (or 0)
 // the entry is not a store's at all, and every store skips it alike
 // (ErrBadBatch).
-const LogFormat = batchS2
+const LogFormat = batchZstd
 
 // maxFormat is the largest first byte a future format may take.
 const maxFormat = 63
@@ -63,14 +76,31 @@ func logged(data []byte) []byte {
 	if len(data) < compressMin || data[0] != batchVersion {
 		return data
 	}
-	out := make([]byte, 1+s2.MaxEncodedLen(len(data)))
-	out[0] = batchS2
-	out = out[:1+len(s2.Encode(out[1:], data))]
+	out := zstdEncoder().EncodeAll(data, append(make([]byte, 0, len(data)/2), batchZstd))
 	if len(out) >= len(data) {
 		return data
 	}
 	return out
 }
+
+// The log's zstd coders, made once and shared: both are safe for
+// concurrent use. Decoding is bounded by maxDecodedBatch.
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(err) // only for bad options
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxDecodedBatch), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			panic(err) // only for bad options
+		}
+		return d
+	})
+)
 
 // The kinds of operation a batch holds, one byte each in the encoding.
 const (
@@ -171,14 +201,21 @@ func decodeBatch(data []byte, fn func(operation) error) error {
 	if err := newer(data[0]); err != nil {
 		return err
 	}
-	if data[0] == batchS2 {
-		n, err := s2.DecodedLen(data[1:])
-		if err != nil || n > maxDecodedBatch {
-			return fmt.Errorf("%w: compressed entry of %d bytes (%v)", ErrBadBatch, n, err)
-		}
-		raw, err := s2.Decode(make([]byte, n), data[1:])
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrBadBatch, err)
+	if data[0] == batchS2 || data[0] == batchZstd {
+		var raw []byte
+		if data[0] == batchS2 {
+			n, err := s2.DecodedLen(data[1:])
+			if err != nil || n > maxDecodedBatch {
+				return fmt.Errorf("%w: compressed entry of %d bytes (%v)", ErrBadBatch, n, err)
+			}
+			if raw, err = s2.Decode(make([]byte, n), data[1:]); err != nil {
+				return fmt.Errorf("%w: %v", ErrBadBatch, err)
+			}
+		} else {
+			var err error
+			if raw, err = zstdDecoder().DecodeAll(data[1:], nil); err != nil {
+				return fmt.Errorf("%w: compressed entry: %v", ErrBadBatch, err)
+			}
 		}
 		if len(raw) > 0 {
 			if err := newer(raw[0]); err != nil {

@@ -68,7 +68,7 @@ func TestFormatGate(t *testing.T) {
 		entry []byte // what the newer build writes
 		want  string // in the older store's error
 	}{
-		{"an entry of a newer log format", append([]byte{LogFormat + 1}, "whatever it holds"...), "log format 3; this build reads up to 2"},
+		{"an entry of a newer log format", append([]byte{LogFormat + 1}, "whatever it holds"...), fmt.Sprintf("log format %d; this build reads up to %d", LogFormat+1, LogFormat)},
 		{"a value of a newer version", batchOf("b", "\x02new"), "version 2, this build reads up to 1"},
 		{"a newer value, compressed", batchOf("b", "\x02"+strings.Repeat("new ", 100)), "version 2, this build reads up to 1"},
 	} {
@@ -117,8 +117,8 @@ func TestFormatGate(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = Open(ctx, t.TempDir(), log, Options{Snapshots: snaps, Formats: newFormats, CheckValue: newCheck})
-		if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "log format is 3") {
-			t.Errorf("a build of log format %d opening a store of log format 3: %v; want ErrNewerFormat naming both", LogFormat, err)
+		if want := fmt.Sprintf("log format is %d (a newer build opened it), this build's is %d", LogFormat+1, LogFormat); !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a build of log format %d opening a store of log format %d: %v; want ErrNewerFormat saying %q", LogFormat, LogFormat+1, err, want)
 		}
 		// Compaction keeps the formats in every manifest it writes.
 		clk := &clock{now: time.Now()}

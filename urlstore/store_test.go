@@ -252,6 +252,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte{1, 9})
 	f.Add(logged(longBatch(20).Bytes()))
 	f.Add([]byte{batchS2, 0xff, 0xff, 0xff, 0x7f})
+	f.Add(append([]byte{batchS2}, s2.Encode(nil, longBatch(20).Bytes())...))
 	ops := func(data []byte) (string, *Batch, error) {
 		var out string
 		var again Batch
@@ -301,8 +302,8 @@ func TestLoggedBatch(t *testing.T) {
 	}
 	long := longBatch(50)
 	entry := logged(long.Bytes())
-	if entry[0] != batchS2 || len(entry) >= long.Size()/2 {
-		t.Errorf("logged(%d-byte batch of URLs) = %d bytes, version %d; want batchS2, under half", long.Size(), len(entry), entry[0])
+	if entry[0] != batchZstd || len(entry) >= long.Size()/2 {
+		t.Errorf("logged(%d-byte batch of URLs) = %d bytes, version %d; want batchZstd, under half", long.Size(), len(entry), entry[0])
 	}
 	want, err := decode(long.Bytes())
 	if err != nil {
@@ -310,6 +311,11 @@ func TestLoggedBatch(t *testing.T) {
 	}
 	if got, err := decode(entry); got != want || err != nil {
 		t.Errorf("decode(logged) = %q, %v; want %q", got, err, want)
+	}
+	// An entry an earlier build compressed with S2 still decodes.
+	s2Entry := append([]byte{batchS2}, s2.Encode(nil, long.Bytes())...)
+	if got, err := decode(s2Entry); got != want || err != nil {
+		t.Errorf("decode(an S2 entry) = %q, %v; want %q", got, err, want)
 	}
 	var small Batch
 	small.Set([]byte("k"), []byte("v"))
@@ -328,6 +334,10 @@ func TestLoggedBatch(t *testing.T) {
 		{batchS2, 0xff, 0xff, 0xff, 0x7f},       // claims 256 MiB
 		append([]byte{batchS2}, entry[1:10]...), // cut short
 		append([]byte{batchS2}, s2.Encode(nil, []byte{batchS2, 1, 2})...), // nested
+		{batchZstd},
+		{batchZstd, 0x28, 0xb5, 0x2f, 0xfd},       // a frame header alone
+		append([]byte{batchZstd}, entry[1:10]...), // cut short
+		append([]byte{batchZstd}, zstdEncoder().EncodeAll([]byte{batchZstd, 1, 2}, nil)...), // nested
 	} {
 		if _, err := decode(bad); !errors.Is(err, ErrBadBatch) {
 			t.Errorf("decode(%x) = %v, want ErrBadBatch", bad, err)

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +64,7 @@ type recoveryRow struct {
 	putRate    float64 // URLs/s acked OK
 	rssAfter   int64   // 1 s after the fill
 	rss60      int64   // 60 s after the fill
+	logBytes   int64   // the stores' log on disk 60 s after the fill (what a SIGKILL restart rebuilds)
 	killFirst  time.Duration
 	killAll    time.Duration
 	rssRest    int64 // the least over up to 5 minutes idle
@@ -139,7 +142,7 @@ func parseSizes(s string) ([]int, error) {
 func recoveryTable(rows []recoveryRow, queues int) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "binary\tfill\tURLs (%d queues)\tputs/s\tRSS 1 s after\tRSS 60 s after\tRSS at rest\tSIGKILL: first URLs\tSIGKILL: every URL\tSIGTERM stop\tSIGTERM: first URLs\tSIGTERM: every URL\n", queues)
+	fmt.Fprintf(w, "binary\tfill\tURLs (%d queues)\tputs/s\tRSS 1 s after\tRSS 60 s after\tRSS at rest\tlog on disk\tSIGKILL: first URLs\tSIGKILL: every URL\tSIGTERM stop\tSIGTERM: first URLs\tSIGTERM: every URL\n", queues)
 	for _, r := range rows {
 		// The baseline binary's row of this size and fill, or else the
 		// first row of this fill.
@@ -155,9 +158,9 @@ func recoveryTable(rows []recoveryRow, queues int) string {
 		dur := func(v, bv time.Duration) string {
 			return fmt.Sprintf("%v (%s)", v.Round(time.Millisecond), ratio(v.Seconds(), bv.Seconds()))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.bin, r.fill, thousands(float64(r.n)), thousands(r.putRate), ratio(r.putRate, base.putRate),
-			bytes(r.rssAfter, base.rssAfter), bytes(r.rss60, base.rss60), bytes(r.rssRest, base.rssRest),
+			bytes(r.rssAfter, base.rssAfter), bytes(r.rss60, base.rss60), bytes(r.rssRest, base.rssRest), bytes(r.logBytes, base.logBytes),
 			dur(r.killFirst, base.killFirst), dur(r.killAll, base.killAll), dur(r.stop, base.stop),
 			dur(r.termFirst, base.termFirst), dur(r.termAll, base.termAll))
 	}
@@ -189,7 +192,8 @@ func measureRecovery(t *testing.T, bin, fill string, n, queues int) recoveryRow 
 	// 2. RSS right after, and 60 s after.
 	r.rssAfter = s.rssAt(end.Add(time.Second))
 	r.rss60 = s.rssAt(end.Add(60 * time.Second))
-	t.Logf("RSS 1 s after the fill %.0f MB, 60 s after %.0f MB", mb(r.rssAfter), mb(r.rss60))
+	r.logBytes = storeLogBytes(t, s.dir)
+	t.Logf("RSS 1 s after the fill %.0f MB, 60 s after %.0f MB; the stores' log %.0f MB on disk", mb(r.rssAfter), mb(r.rss60), mb(r.logBytes))
 
 	// 3. SIGKILL at once, and the start after it.
 	s.kill()
@@ -204,6 +208,27 @@ func measureRecovery(t *testing.T, bin, fill string, n, queues int) recoveryRow 
 	r.termFirst, r.termAll = s.startUntilServing(queued)
 	r.queuedLast = queued
 	return r
+}
+
+// storeLogBytes adds up the message blocks of the stores' stream
+// (<PREFIX>_STORE) under the embedded server's data dir.
+func storeLogBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(path, "_STORE"+string(filepath.Separator)+"msgs"+string(filepath.Separator)) {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the stores' log on disk: %v", err)
+	}
+	return n
 }
 
 // rssAt waits until at and returns serve's resident memory.
