@@ -273,13 +273,15 @@ func (s *Server) compactLoop(ctx context.Context) {
 // still do in the background. Listings and stats are not counted.
 func (s *Server) Work() uint64 { return s.m.work.Load() }
 
-// Err is why the queues' index stopped following their log (urlstore.ErrStale:
-// this server lagged behind the log's trims; restarted, it restores from the
-// snapshot), nil while it follows: a readiness check.
+// Err is why the queues' index stopped following their log
+// (urlstore.ErrStale: a hole, this server having lagged behind the log's
+// trims; restarted, it restores from the snapshot; urlstore.ErrNewerFormat:
+// a newer build wrote what this one cannot read), nil while it follows: a
+// readiness check.
 func (s *Server) Err() error { return s.q.st.Err() }
 
 // Stopped is closed once the queues' index stops following their log: at
-// Close, or when it fell behind the log's trims (then Err says so).
+// Close, or at a hole or a newer format (then Err says which).
 func (s *Server) Stopped() <-chan struct{} { return s.q.st.Stopped() }
 
 func (s *Server) removeTmp() {

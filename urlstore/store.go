@@ -606,8 +606,8 @@ func (s *Store) saveFollowed(seq uint64) error {
 // when it opened.
 func (s *Store) Ready() <-chan struct{} { return s.ready }
 
-// WaitReady waits for Ready or ctx; it returns ErrStale if the follower
-// stopped behind what the log trims.
+// WaitReady waits for Ready or ctx; it returns Err if the follower
+// stopped first.
 func (s *Store) WaitReady(ctx context.Context) error {
 	select {
 	case <-s.ready:
@@ -622,12 +622,14 @@ func (s *Store) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Stopped is closed once the follower stops: at Close, or when it fell
-// behind what the log trims (then Err is ErrStale).
+// Stopped is closed once the follower stops: at Close, or at a hole in
+// the log or an entry of a newer format (then Err says which).
 func (s *Store) Stopped() <-chan struct{} { return s.done }
 
-// Err is ErrStale once the follower stopped behind what the log trims
-// (Compact): the index no longer follows the log; nil otherwise.
+// Err is why the follower stopped, if not at Close: ErrStale at a hole in
+// the log (entries it never applied are gone: it restores at the next
+// Open), ErrNewerFormat at an entry or value of a newer build (this one
+// must be upgraded); nil otherwise.
 func (s *Store) Err() error {
 	if err := s.failed.Load(); err != nil {
 		return *err

@@ -148,7 +148,8 @@ func serveCommand(ctx context.Context, s settings, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "urlfrontier listening on %s (%s)\n", lis.Addr(), sec.describe())
 	// A queues' index that fell behind the log's trims cannot be made
 	// current from the log: serve stops, and started again (as compose and
-	// systemd do) restores it from the snapshot.
+	// systemd do) restores it from the snapshot. One that met a newer
+	// build's entry stops too, and refuses to start until upgraded.
 	select {
 	case <-ctx.Done():
 	case err := <-served:
