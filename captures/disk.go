@@ -295,10 +295,10 @@ func hashPart(s string) int {
 const captureVersion = 1
 
 // checkCapture is the captures' format gate (urlstore.Options.CheckValue):
-// a capture of a version above captureVersion (up to 63) stops the store
-// before its entry is applied.
+// a capture of a version above captureVersion (urlstore.Newer) stops the
+// store before its entry is applied.
 func checkCapture(_, v []byte) error {
-	if len(v) > 0 && v[0] > captureVersion && v[0] <= 63 {
+	if len(v) > 0 && urlstore.Newer(v[0], captureVersion) {
 		return fmt.Errorf("%w: a capture of format %d, this build reads up to %d", urlstore.ErrNewerFormat, v[0], captureVersion)
 	}
 	return nil

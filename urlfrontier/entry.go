@@ -21,16 +21,16 @@ import (
 const formatVersion = 2
 
 // checkValue is the format gate of the values serve stores: a URL's
-// record or a queue's state of a version above formatVersion (up to 63,
-// above that it is not a version) stops the store before its entry is
-// applied (urlstore.ErrNewerFormat).
+// record or a queue's state of a version above formatVersion
+// (urlstore.Newer) stops the store before its entry is applied
+// (urlstore.ErrNewerFormat).
 func checkValue(k, v []byte) error {
 	if len(k) == 0 || len(v) == 0 {
 		return nil
 	}
 	switch k[0] {
 	case kindURL, kindReady, kindQueue:
-		if v[0] > formatVersion && v[0] <= 63 {
+		if urlstore.Newer(v[0], formatVersion) {
 			return fmt.Errorf("%w: a stored value of serve's format %d, this build reads up to %d", urlstore.ErrNewerFormat, v[0], formatVersion)
 		}
 	}

@@ -53,10 +53,16 @@ const maxFormat = 63
 // upgraded, and nothing is skipped meanwhile.
 var ErrNewerFormat = errors.New("urlstore: written in a newer format than this build reads")
 
+// Newer reports whether version, the version byte of an entry or a
+// value, is a format newer than reads, the newest its reader knows: above
+// it, up to the largest a version may take (63). Above that the byte is
+// not a version at all, and the entry or value is bad, not newer.
+func Newer(version byte, reads int) bool { return int(version) > reads && version <= maxFormat }
+
 // newer reports whether an entry's first byte is a format newer than
 // LogFormat, and says so.
 func newer(first byte) error {
-	if first > LogFormat && first <= maxFormat {
+	if Newer(first, LogFormat) {
 		return fmt.Errorf("%w: an entry of log format %d; this build reads up to %d: upgrade it", ErrNewerFormat, first, LogFormat)
 	}
 	return nil

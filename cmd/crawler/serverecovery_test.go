@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -214,17 +213,8 @@ func measureRecovery(t *testing.T, bin, fill string, n, queues int) recoveryRow 
 // (<PREFIX>_STORE) under the embedded server's data dir.
 func storeLogBytes(t *testing.T, dir string) int64 {
 	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.Contains(path, "_STORE"+string(filepath.Separator)+"msgs"+string(filepath.Separator)) {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
+	msgs := "_STORE" + string(filepath.Separator) + "msgs" + string(filepath.Separator)
+	n, err := walkBytes(dir, func(path string) bool { return strings.Contains(path, msgs) })
 	if err != nil {
 		t.Fatalf("the stores' log on disk: %v", err)
 	}

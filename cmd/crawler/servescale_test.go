@@ -578,17 +578,7 @@ func treeBytes(tb testing.TB, dir string) (int64, string) {
 	var total int64
 	var parts []string
 	for _, e := range entries {
-		var n int64
-		err := filepath.WalkDir(filepath.Join(dir, e.Name()), func(_ string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			fi, err := d.Info()
-			if err == nil {
-				n += fi.Size()
-			}
-			return err
-		})
+		n, err := walkBytes(filepath.Join(dir, e.Name()), nil)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -596,6 +586,23 @@ func treeBytes(tb testing.TB, dir string) (int64, string) {
 		parts = append(parts, fmt.Sprintf("%s %.1f MB", e.Name(), mb(n)))
 	}
 	return total, strings.Join(parts, ", ")
+}
+
+// walkBytes adds up the sizes of the files under dir whose path keep
+// accepts (nil: every file).
+func walkBytes(dir string, keep func(path string) bool) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || (keep != nil && !keep(path)) {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	return n, err
 }
 
 func mb(b int64) float64 { return float64(b) / 1e6 }
