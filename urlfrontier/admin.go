@@ -184,12 +184,11 @@ func (s *Server) purgeQueued(ctx context.Context, crawl, key string, match func(
 						scanErr = err
 						return false
 					}
-					if _, leased := q.leased(e.URL, now); leased {
+					if e.lease(now) > 0 {
 						return true
 					}
 					u.deleteEntry(e)
 					q.Queued--
-					delete(q.Leases, leaseID(e.URL))
 					u.set(q)
 					n++
 					return n < purgeBatch
@@ -436,12 +435,7 @@ func (s *Server) GetURLStatus(ctx context.Context, req *pb.URLStatusRequest) (*p
 		return nil, errStatus(err)
 	}
 	if e != nil {
-		q, err := readQueue(s.q.st, c.crawl, c.key)
-		if err != nil {
-			return nil, errStatus(err)
-		}
-		lease, _ := q.leased(c.url, s.now())
-		return s.item(e, lease), nil
+		return s.item(e, e.lease(s.now())), nil
 	}
 	f, release, err := s.o.Filters.Acquire(ctx, c.crawl)
 	if err != nil {
@@ -519,7 +513,6 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 	skip := int(req.GetStart())
 	now := s.now()
 	sent := 0
-	var q *QueueState // the state of the queue of the last URL listed
 	var sendErr error
 	err = s.q.entries(c, req.GetKey(), func(e *Entry) bool {
 		if !match(e) {
@@ -529,13 +522,7 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 			skip--
 			return true
 		}
-		if q == nil || q.Key != e.Key {
-			if q, sendErr = readQueue(s.q.st, c, e.Key); sendErr != nil {
-				return false
-			}
-		}
-		lease, _ := q.leased(e.URL, now)
-		if sendErr = stream.Send(s.item(e, lease)); sendErr != nil {
+		if sendErr = stream.Send(s.item(e, e.lease(now))); sendErr != nil {
 			return false
 		}
 		sent++

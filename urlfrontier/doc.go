@@ -76,10 +76,16 @@
 //     OnApply), then takes each partition's turns with one
 //     read-modify-write (urlstore.Update, a compare-and-append on the
 //     partition's log): read the queue's state and ready URLs as the log
-//     leaves them, lease the URLs in the state, set its next turn. Two
-//     servers never hand out one URL at once or serve a queue twice within
-//     its delay; a hand-out costs one log entry per partition; a lease
-//     that ends without an update makes the URL ready again with no timer.
+//     leaves them, lease each URL in its own record (its ready key moves
+//     to the lease's end), count the leases in the state, set its next
+//     turn. Two servers never hand out one URL at once or serve a queue
+//     twice within its delay; a hand-out costs one log entry per
+//     partition; a lease that ends without an update makes the URL ready
+//     again with no timer. A queue's state is counts, whatever its leases
+//     (format 2 named each lease in it: every hand-out and
+//     acknowledgement rewrote them all, and a queue stopped near 52 k
+//     leases, its state over a value's 1 MiB); a known update of a leased
+//     URL reads its record and writes it, O(1) per URL.
 //   - Puts and known updates are one read-modify-write per partition of a
 //     batch, so a batch of 500 items costs tens of log entries, not 500.
 //   - A server's RAM is the summaries (per queue, not per URL) and

@@ -1,6 +1,7 @@
 package urlfrontier
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,7 +19,17 @@ import (
 // manifest): a build whose formatVersion is older than the recorded one
 // refuses to start, and one running meets a newer value and stops
 // (checkValue), never skipping what a newer server wrote.
-const formatVersion = 2
+//
+// Format 3 leases a URL in its own record (Entry.Until) and counts a
+// queue's leases by their end (QueueState.Leases); format 2 named each
+// lease in its queue's state. A format-3 server reads format 2's values:
+// a format-2 state's leases become counts, and the URLs they named are
+// ready again at once (handed out a second time, as when a lease ends),
+// a cost paid once, at the upgrade.
+const formatVersion = 3
+
+// formatV2 is the format before leases moved onto the URLs.
+const formatV2 = 2
 
 // checkValue is the format gate of the values serve stores: a URL's
 // record or a queue's state of a version above formatVersion
@@ -42,8 +53,8 @@ func checkValue(k, v []byte) error {
 // (waiting for its first fetch, or scheduled for a refetch at Due) or
 // completed (fetched, never handed out again; kept with its metadata).
 // Its crawl, queue and URL are in the key. A URL is ready when it is
-// queued, Due (Unix milliseconds; 0: at once) has passed and its queue
-// holds no running lease of it (QueueState.Leases).
+// queued and its ready key's time (at: Due, Unix milliseconds, 0: at
+// once; or the end of its lease, Until) has passed.
 type Entry struct {
 	Crawl string
 	URL   string
@@ -56,6 +67,11 @@ type Entry struct {
 	Known bool
 	// Completed says a known update without a refetch date completed it.
 	Completed bool
+	// Until is the end of the URL's last lease (Unix ms; 0: not handed
+	// out since its last update). A hand-out moves the URL's ready key to
+	// Until, so that it is not ready while it runs and is ready again,
+	// with no timer, when it ends without a known update.
+	Until int64
 
 	// indexOnly says the record was read from the ready index alone: it
 	// has no U key (see putEntry).
@@ -64,7 +80,24 @@ type Entry struct {
 
 // fresh reports whether e is a URL waiting for its first fetch, due at
 // once: such a record is stored in the ready index only (putEntry).
-func (e *Entry) fresh() bool { return !e.Known && !e.Completed && e.Due == 0 }
+func (e *Entry) fresh() bool { return !e.Known && !e.Completed && e.Due == 0 && e.Until == 0 }
+
+// at is the time of e's ready key: the end of its lease once handed out,
+// else its due time.
+func (e *Entry) at() int64 {
+	if e.Until > 0 {
+		return e.Until
+	}
+	return e.Due
+}
+
+// lease is the end of e's running lease at now (Unix ms), or 0.
+func (e *Entry) lease(now int64) int64 {
+	if e.Until > now {
+		return e.Until
+	}
+	return 0
+}
 
 // indexOnlyValue reports whether an encoded entry is marked index-only,
 // without decoding it.
@@ -77,12 +110,14 @@ const (
 	// flagIndexOnly marks a record stored under its R key alone (a fresh
 	// URL's); without it an R key's value is a copy of the U key's.
 	flagIndexOnly = 4
+	// flagLeased says the record holds Until (format 3).
+	flagLeased = 8
 )
 
 // encodeEntry is a URL's record: binary, as it is stored once per URL.
 //
-//	version (1)  flags (1: known, completed, index only)
-//	uvarint created  uvarint due
+//	version (1)  flags (1: known, completed, index only, leased)
+//	uvarint created  uvarint due  [uvarint until, when leased]
 //	uvarint metadata keys, then per key: uvarint len, key,
 //	  uvarint values, then per value: uvarint len, value
 //
@@ -99,9 +134,15 @@ func encodeEntry(e *Entry) []byte {
 	if e.fresh() {
 		flags |= flagIndexOnly
 	}
+	if e.Until > 0 {
+		flags |= flagLeased
+	}
 	b = append(b, formatVersion, flags)
 	b = binary.AppendUvarint(b, uint64(max(e.Created, 0)))
 	b = binary.AppendUvarint(b, uint64(max(e.Due, 0)))
+	if e.Until > 0 {
+		b = binary.AppendUvarint(b, uint64(e.Until))
+	}
 	b = binary.AppendUvarint(b, uint64(len(e.Meta)))
 	for _, k := range slices.Sorted(maps.Keys(e.Meta)) {
 		b = appendString(b, k)
@@ -135,10 +176,14 @@ var errFormat = errors.New("urlfrontier: bad stored value")
 // URL and Key the caller sets from the key). It never panics; metadata
 // beyond frontier's bounds is refused as the puts are.
 func decodeEntry(b []byte, e *Entry) error {
-	if len(b) < 2 || b[0] != formatVersion {
+	if len(b) < 2 || (b[0] != formatVersion && b[0] != formatV2) {
 		return fmt.Errorf("%w: entry version", errFormat)
 	}
-	e.Known, e.Completed, e.indexOnly = b[1]&flagKnown != 0, b[1]&flagCompleted != 0, b[1]&flagIndexOnly != 0
+	flags := b[1]
+	if flags&^(flagKnown|flagCompleted|flagIndexOnly|flagLeased) != 0 || (b[0] == formatV2 && flags&flagLeased != 0) {
+		return fmt.Errorf("%w: entry flags %#x", errFormat, flags)
+	}
+	e.Known, e.Completed, e.indexOnly = flags&flagKnown != 0, flags&flagCompleted != 0, flags&flagIndexOnly != 0
 	rest := b[2:]
 	num := func() (uint64, error) {
 		v, n := binary.Uvarint(rest)
@@ -157,7 +202,12 @@ func decodeEntry(b []byte, e *Entry) error {
 		rest = rest[n:]
 		return s, nil
 	}
-	for _, t := range []*int64{&e.Created, &e.Due} {
+	times := []*int64{&e.Created, &e.Due}
+	e.Until = 0
+	if flags&flagLeased != 0 {
+		times = append(times, &e.Until)
+	}
+	for _, t := range times {
 		v, err := num()
 		if err != nil {
 			return err
@@ -166,6 +216,9 @@ func decodeEntry(b []byte, e *Entry) error {
 			return fmt.Errorf("%w: entry time", errFormat)
 		}
 		*t = int64(v)
+	}
+	if flags&flagLeased != 0 && e.Until == 0 {
+		return fmt.Errorf("%w: a lease without its end", errFormat)
 	}
 	keys, err := num()
 	if err != nil {
@@ -210,9 +263,9 @@ func decodeEntry(b []byte, e *Entry) error {
 	return nil
 }
 
-// QueueState is a queue's settings, turn, counts and leases, the value of
-// its Q key (encodeQueue): one per queue, read into every server's RAM. A
-// zero field is unset.
+// QueueState is a queue's settings, turn and counts, the value of its Q
+// key (encodeQueue): one per queue. A zero field is unset. Its size does
+// not grow with the queue's URLs or leases.
 type QueueState struct {
 	V     int // formatVersion
 	Crawl string
@@ -235,37 +288,82 @@ type QueueState struct {
 	Queued    uint64
 	Fetched   uint64
 	Completed uint64
-	// Leases are the queue's URLs handed out, by hash (leaseID). A URL
-	// whose lease ended is ready again; its known update removes it.
-	// Leasing in the queue's state, which each hand-out writes anyway,
-	// makes a hand-out one write per queue, not one per URL.
-	Leases map[string]Lease
+	// Leases counts the URLs handed out by the end of their leases,
+	// earliest first: each lease itself is in its URL's record
+	// (Entry.Until), so a hand-out of k URLs adds one count, a known
+	// update of a leased URL takes one off, and a count whose end has
+	// passed goes at the state's next write (its URLs are ready again).
+	// Lease ends are whole seconds, so a queue holds a count per second
+	// of lease at most; beyond maxLeaseCounts the two nearest merge into
+	// the later end, which may count a URL in process until that later
+	// end: fewer hand-outs for a while, never more.
+	Leases []LeaseCount
 }
 
-// Lease is a URL handed out: until when, and what its known update needs
-// of its record (its ready key's due time, its creation), so that the
-// update reads nothing but the queue's state.
-type Lease struct {
-	Until   int64 // Unix ms
-	Due     int64 // the record's Due
-	Created int64 // the record's Created
+// LeaseCount is how many URLs of a queue are leased until Until (Unix ms).
+type LeaseCount struct {
+	Until int64
+	N     uint64
 }
 
-// leased reports whether u is handed out at now.
-func (q *QueueState) leased(u string, now int64) (until int64, ok bool) {
-	l, ok := q.Leases[leaseID(u)]
-	return l.Until, ok && l.Until > now
-}
+// maxLeaseCounts bounds a queue state's lease counts.
+const maxLeaseCounts = 64
 
 // inProcess counts the running leases at now.
 func (q *QueueState) inProcess(now int64) int {
-	n := 0
+	n := uint64(0)
 	for _, l := range q.Leases {
 		if l.Until > now {
-			n++
+			n += l.N
 		}
 	}
-	return n
+	return int(min(n, 1<<31))
+}
+
+// lease counts n URLs handed out until until, dropping the counts that
+// ended by now.
+func (q *QueueState) lease(until int64, n int, now int64) {
+	q.Leases = slices.DeleteFunc(q.Leases, func(l LeaseCount) bool { return l.Until <= now })
+	i, found := slices.BinarySearchFunc(q.Leases, until, func(l LeaseCount, t int64) int { return cmp.Compare(l.Until, t) })
+	if found {
+		q.Leases[i].N += uint64(n)
+	} else {
+		q.Leases = slices.Insert(q.Leases, i, LeaseCount{Until: until, N: uint64(n)})
+	}
+	q.bound()
+}
+
+// bound merges lease counts beyond maxLeaseCounts, the pair nearest in
+// time into the later.
+func (q *QueueState) bound() {
+	for len(q.Leases) > maxLeaseCounts {
+		j := 0
+		for k := 1; k+1 < len(q.Leases); k++ {
+			if q.Leases[k+1].Until-q.Leases[k].Until < q.Leases[j+1].Until-q.Leases[j].Until {
+				j = k
+			}
+		}
+		q.Leases[j+1].N += q.Leases[j].N
+		q.Leases = slices.Delete(q.Leases, j, j+1)
+	}
+}
+
+// release takes off the count of a lease running until until at now (a
+// known update or a deletion of its URL): the first count ending at or
+// after it, where it is counted even after merges.
+func (q *QueueState) release(until, now int64) {
+	if until <= now {
+		return
+	}
+	for i := range q.Leases {
+		if q.Leases[i].Until >= until && q.Leases[i].N > 0 {
+			q.Leases[i].N--
+			if q.Leases[i].N == 0 {
+				q.Leases = slices.Delete(q.Leases, i, i+1)
+			}
+			return
+		}
+	}
 }
 
 // flagHasDelay is the flag of a queue state with a delay of its own.
@@ -274,15 +372,14 @@ const flagHasDelay = 1
 // encodeQueue is a queue's state: binary, as it is written with every
 // change to the queue (each put, hand-out and acknowledgement of its URLs)
 // and decoded by every server that applies the change. In JSON, its
-// decoding took 4% of a fill's CPU, and a state with ten leases, named by
-// 16 hex digits with each field named, ~600 bytes.
+// decoding took 4% of a fill's CPU.
 //
 //	version (1)  flags (1)  uvarint len, crawl  uvarint len, key
 //	uvarint delay, blocked, limit, next, queued, fetched, completed
-//	uvarint leases, then per lease in leaseID order:
-//	  leaseID (8)  uvarint until, due, created
+//	uvarint lease counts, then per count, earliest first:
+//	  uvarint until (the first; then the gap to the one before), n
 func encodeQueue(q *QueueState) []byte {
-	b := make([]byte, 0, 32+len(q.Crawl)+len(q.Key)+24*len(q.Leases))
+	b := make([]byte, 0, 32+len(q.Crawl)+len(q.Key)+8*len(q.Leases))
 	var flags byte
 	if q.HasDelay {
 		flags |= flagHasDelay
@@ -297,22 +394,23 @@ func encodeQueue(q *QueueState) []byte {
 		b = binary.AppendUvarint(b, v)
 	}
 	b = binary.AppendUvarint(b, uint64(len(q.Leases)))
-	for _, id := range slices.Sorted(maps.Keys(q.Leases)) {
-		l := q.Leases[id]
-		b = append(b, id...)
-		for _, v := range []int64{l.Until, l.Due, l.Created} {
-			b = binary.AppendUvarint(b, uint64(max(v, 0)))
-		}
+	last := int64(0)
+	for _, l := range q.Leases {
+		b = binary.AppendUvarint(b, uint64(max(l.Until-last, 0)))
+		b = binary.AppendUvarint(b, l.N)
+		last = l.Until
 	}
 	return b
 }
 
-// decodeQueue reads a state written by encodeQueue. It never panics and
-// refuses what encodeQueue would not write.
+// decodeQueue reads a state written by encodeQueue, or by format 2 (whose
+// named leases become counts). It never panics and refuses what
+// encodeQueue would not write.
 func decodeQueue(b []byte) (*QueueState, error) {
-	if len(b) < 2 || b[0] != formatVersion || b[1]&^flagHasDelay != 0 {
+	if len(b) < 2 || (b[0] != formatVersion && b[0] != formatV2) || b[1]&^flagHasDelay != 0 {
 		return nil, fmt.Errorf("%w: queue version", errFormat)
 	}
+	v2 := b[0] == formatV2
 	q := &QueueState{V: formatVersion, HasDelay: b[1]&flagHasDelay != 0}
 	rest := b[2:]
 	var err error
@@ -354,27 +452,45 @@ func decodeQueue(b []byte) (*QueueState, error) {
 	q.Next = when()
 	q.Queued, q.Fetched, q.Completed = num(), num(), num()
 	leases := num()
-	if err == nil && leases > uint64(len(rest))/leaseBytes {
+	least := uint64(2) // bytes of a count (format 2: of a named lease)
+	if v2 {
+		least = 8 + 3
+	}
+	if err == nil && leases > uint64(len(rest))/least {
 		err = fmt.Errorf("%w: %d leases", errFormat, leases)
 	}
-	var last string
-	for i := uint64(0); err == nil && i < leases; i++ {
-		if len(rest) < 8 {
-			err = fmt.Errorf("%w: lease id", errFormat)
-			break
+	if v2 {
+		// Per lease: its id (8 bytes) and uvarint until, due, created.
+		counts := map[int64]uint64{}
+		for i := uint64(0); err == nil && i < leases; i++ {
+			if len(rest) < 8 {
+				err = fmt.Errorf("%w: lease id", errFormat)
+				break
+			}
+			rest = rest[8:]
+			until := when()
+			when()
+			when()
+			counts[until]++
 		}
-		id := string(rest[:8])
-		rest = rest[8:]
-		if i > 0 && id <= last {
-			err = fmt.Errorf("%w: leases out of order", errFormat)
-			break
+		for _, t := range slices.Sorted(maps.Keys(counts)) {
+			q.Leases = append(q.Leases, LeaseCount{Until: t, N: counts[t]})
 		}
-		last = id
-		l := Lease{Until: when(), Due: when(), Created: when()}
-		if q.Leases == nil {
-			q.Leases = make(map[string]Lease, leases)
+		q.bound()
+	} else {
+		until := int64(0)
+		for i := uint64(0); err == nil && i < leases; i++ {
+			gap, n := when(), num()
+			if (i > 0 && gap == 0) || n == 0 || until+gap > 1<<62 {
+				err = fmt.Errorf("%w: lease counts", errFormat)
+				break
+			}
+			until += gap
+			q.Leases = append(q.Leases, LeaseCount{Until: until, N: n})
 		}
-		q.Leases[id] = l
+		if len(q.Leases) > maxLeaseCounts {
+			err = fmt.Errorf("%w: %d lease counts", errFormat, len(q.Leases))
+		}
 	}
 	switch {
 	case err != nil:
@@ -386,8 +502,4 @@ func decodeQueue(b []byte) (*QueueState, error) {
 	}
 	return q, nil
 }
-
-// leaseBytes is the least a lease takes: its id and three numbers.
-const leaseBytes = 8 + 3
-
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -83,3 +83,9 @@ const (
 	FormatVersion = formatVersion
 	StoreName     = storeName
 )
+
+// QueueStateBytes is the size of a queue's stored state (0: none).
+func QueueStateBytes(s *Server, crawl, key string) int {
+	v, _, _ := s.q.st.Get(queueKey(crawl, key))
+	return len(v)
+}

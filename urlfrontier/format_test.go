@@ -3,6 +3,7 @@ package urlfrontier_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 // and once a newer build has opened the queues' store, this build
 // refuses to start, naming both versions.
 func TestServeFormatGate(t *testing.T) {
+	v := urlfrontier.FormatVersion
 	e := newEnv(t)
 	n := e.start("a")
 	if st := n.put(t, disc("c1", "http://x.test/a", "x.test")); st["http://x.test/a"] != pb.AckMessage_OK {
@@ -41,8 +43,8 @@ func TestServeFormatGate(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the server went on past a queue state of a newer format")
 	}
-	if err := n.srv.Err(); !errors.Is(err, urlstore.ErrNewerFormat) || !strings.Contains(err.Error(), "format 3, this build reads up to 2") {
-		t.Fatalf("the server stopped with %v; want ErrNewerFormat naming 3 and 2", err)
+	if err := n.srv.Err(); !errors.Is(err, urlstore.ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format %d, this build reads up to %d", v+1, v)) {
+		t.Fatalf("the server stopped with %v; want ErrNewerFormat naming %d and %d", err, v+1, v)
 	}
 	t.Logf("stopped: %v", n.srv.Err())
 
@@ -58,8 +60,8 @@ func TestServeFormatGate(t *testing.T) {
 	}
 	newer.Close()
 	_, err = urlfrontier.Open(ctx, e.options(ctx, "b"))
-	if !errors.Is(err, urlstore.ErrNewerFormat) || !strings.Contains(err.Error(), "queues format is 3") || !strings.Contains(err.Error(), "this build's is 2") {
-		t.Fatalf("this build starting after a newer one: %v; want ErrNewerFormat naming 3 and 2", err)
+	if !errors.Is(err, urlstore.ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("queues format is %d", v+1)) || !strings.Contains(err.Error(), fmt.Sprintf("this build's is %d", v)) {
+		t.Fatalf("this build starting after a newer one: %v; want ErrNewerFormat naming %d and %d", err, v+1, v)
 	}
 	t.Logf("refused: %v", err)
 }

@@ -13,7 +13,8 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(encodeEntry(&Entry{Completed: true}))
 	f.Add(encodeEntry(&Entry{Created: 1})) // fresh: index-only
 	f.Add(encodeQueue(&QueueState{Crawl: "c", Key: "k", Delay: 1000, HasDelay: true, Blocked: 5, Limit: 3, Next: 7,
-		Queued: 2, Fetched: 1, Completed: 1, Leases: map[string]Lease{leaseID("u"): {Until: 9, Due: 1, Created: 2}, leaseID("v"): {Until: 9}}}))
+		Queued: 2, Fetched: 1, Completed: 1, Leases: []LeaseCount{{Until: 9, N: 2}, {Until: 12, N: 1}}}))
+	f.Add(encodeEntry(&Entry{Created: 1, Until: 2_000})) // leased
 	f.Add([]byte{2, 0, 0, 0, 1, 1, 'a', 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var e Entry

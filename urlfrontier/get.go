@@ -31,12 +31,15 @@ const MaxLease = 24 * time.Hour
 // read from the local index; then each partition's turns are taken with
 // one read-modify-write of the partition (urlstore.Update), which reads
 // the queues' states and ready URLs again as the log leaves them, leases
-// the URLs (until now + delay_requestable) and sets each queue's next
-// turn in its state. So two servers never hand out one URL or serve one
-// queue twice within its delay, a hand-out costs one log entry per
-// partition, and a lease that ends without an update makes the URL ready
-// again with no timer anywhere. Nothing is handed out while the node is
-// inactive. A lease longer than MaxLease is refused.
+// each URL in its own record (until now + delay_requestable, rounded up
+// to the second: its ready key moves to the lease's end), counts the
+// leases in the queue's state and sets its next turn. So two servers
+// never hand out one URL or serve one queue twice within its delay, a
+// hand-out costs one log entry per partition (a queue's turn larger than
+// an entry is written in chunks, one entry each), and a lease that ends
+// without an update makes the URL ready again with no timer anywhere.
+// Nothing is handed out while the node is inactive. A lease longer than
+// MaxLease is refused.
 func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer) error {
 	ctx := stream.Context()
 	var crawls []string
@@ -82,13 +85,14 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	// have some (a queue may hold only URLs due later) or the budget is
 	// spent: a hint, from the local index, of what the updates will take.
 	maxQueues, budget := int(req.GetMaxQueues()), s.o.MaxHandOut
-	chosen := turns[:0]
+	var chunks []turn
+	served := 0
 	err := s.q.st.Read(func(r urlstore.Reader) error {
 		for _, t := range turns {
-			if (maxQueues > 0 && len(chosen) == maxQueues) || budget == 0 {
+			if (maxQueues > 0 && served == maxQueues) || budget == 0 {
 				break
 			}
-			items, next, err := ready(r, t.v.crawl, t.v.key, &t.v.state, now, min(t.n, budget))
+			items, next, err := ready(r, t.v.crawl, t.v.key, now, min(t.n, budget))
 			if err != nil {
 				return err
 			}
@@ -99,36 +103,57 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 				s.q.setIdle(t.v, next)
 				continue
 			}
-			t.n = len(items)
-			chosen = append(chosen, t)
-			budget -= t.n
+			served++
+			budget -= len(items)
+			chunks = append(chunks, chunked(t.v, items)...)
 		}
 		return nil
 	})
 	if err != nil {
 		return errStatus(err)
 	}
-	parts, groups, sizes := byPartition(chosen, func(t turn) int { return partOf(t.v.crawl, t.v.key) },
-		func(t turn) int { return 256 + 40*(len(t.v.state.Leases)+t.n) })
-	handed := make([][]readyItem, len(parts))
-	until := now + lease.Milliseconds()
-	err = parallel(len(parts), func(i int) error {
-		var got []readyItem
-		err := s.q.update(ctx, parts[i], sizes[i], func(u *updateTx) error {
-			got = got[:0]
-			for _, t := range groups[i] {
-				items, err := s.takeTurn(u, t, perQueue, now, until)
-				if err != nil {
-					return err
-				}
-				got = append(got, items...)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+	parts, groups, sizes := byPartition(chunks, func(t turn) int { return partOf(t.v.crawl, t.v.key) },
+		func(t turn) int { return t.size })
+	// A partition's entries are written in order (a queue's chunks after
+	// its first), partitions in parallel.
+	order := map[int][]int{}
+	var ps []int
+	for g, p := range parts {
+		if order[p] == nil {
+			ps = append(ps, p)
 		}
-		handed[i] = got
+		order[p] = append(order[p], g)
+	}
+	handed := make([][]readyItem, len(groups))
+	until := leaseEnd(now, lease)
+	err = parallel(len(ps), func(i int) error {
+		took := map[*queueView]bool{} // queues whose first chunk handed out
+		for _, g := range order[ps[i]] {
+			var got []readyItem
+			err := s.q.update(ctx, parts[g], sizes[g], func(u *updateTx) error {
+				got = got[:0]
+				for _, t := range groups[g] {
+					if t.cont && !took[t.v] {
+						continue
+					}
+					items, err := s.takeTurn(u, t, perQueue, now, until)
+					if err != nil {
+						return err
+					}
+					got = append(got, items...)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, t := range groups[g] {
+				if !t.cont {
+					took[t.v] = true
+				}
+			}
+			handed[g] = got
+		}
 		return nil
 	})
 	// What was leased is sent even if another partition failed; what
@@ -146,11 +171,50 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	return errStatus(err)
 }
 
-// turn is a queue chosen to be served and how many URLs it may hand out.
-type turn struct {
-	v *queueView
-	n int
+// leaseEnd is the end of a lease of d taken at now (Unix ms), rounded up
+// to a whole second, so that the hand-outs of one second share one count
+// in their queue's state (QueueState.Leases).
+func leaseEnd(now int64, d time.Duration) int64 {
+	return (now + d.Milliseconds() + 999) / 1000 * 1000
 }
+
+// turn is a queue chosen to be served and how many URLs it may hand out,
+// or a chunk of them: a turn that would write more than an entry carries
+// is cut into chunks, the first taking the queue's turn and each other
+// (cont) continuing it in a later entry of the partition.
+type turn struct {
+	v    *queueView
+	n    int
+	size int  // the bytes its hand-out writes, about
+	cont bool // continues the turn taken by the queue's chunk before
+}
+
+// chunked cuts a queue's turn of the ready URLs items into chunks of at
+// most handOutBytes each.
+func chunked(v *queueView, items []readyItem) []turn {
+	var out []turn
+	t := turn{v: v, size: smallUpdate}
+	for _, it := range items {
+		// A hand-out moves the URL's ready key and writes its record.
+		n := 3*(len(it.e.Crawl)+len(it.e.Key)+len(it.e.URL)+24) + 2*(metaSize(it.e.Meta)+24)
+		if t.n > 0 && t.size+n > handOutBytes {
+			out = append(out, t)
+			t = turn{v: v, size: smallUpdate, cont: true}
+		}
+		t.n++
+		t.size += n
+	}
+	out = append(out, t)
+	if len(out) > 1 {
+		for i := range out {
+			out[i].size = maxEntryBytes // an entry each: a chunk reads what the one before wrote
+		}
+	}
+	return out
+}
+
+// handOutBytes bounds a chunk of a queue's turn.
+const handOutBytes = maxEntryBytes / 2
 
 // allowance is how many URLs a queue in state st may hand out at now.
 func (s *Server) allowance(st QueueState, inProcess, queued, perQueue int, now int64) int {
@@ -167,38 +231,47 @@ func (s *Server) allowance(st QueueState, inProcess, queued, perQueue int, now i
 	return n
 }
 
-// takeTurn takes one queue's turn inside its partition's update: its
-// state and ready URLs read again as the log leaves them, up to t.n of
-// them leased until until.
+// takeTurn takes one queue's turn (or a chunk of it) inside its
+// partition's update: its state and ready URLs read again as the log
+// leaves them, up to t.n of them leased until until, each URL's ready key
+// moved to the lease's end and the lease counted in the state.
 func (s *Server) takeTurn(u *updateTx, t turn, perQueue int, now, until int64) ([]readyItem, error) {
 	st, err := u.queue(t.v.crawl, t.v.key)
 	if err != nil {
 		return nil, err
 	}
 	inProcess := st.inProcess(now)
-	n := min(t.n, s.allowance(*st, inProcess, max(int(st.Queued)-inProcess, 0), perQueue, now))
+	check := *st
+	if t.cont {
+		check.Next = 0 // the turn is this one's, taken by its first chunk
+	}
+	n := min(t.n, s.allowance(check, inProcess, max(int(st.Queued)-inProcess, 0), perQueue, now))
 	if n <= 0 {
 		return nil, nil // served by another server meanwhile
 	}
-	items, _, err := ready(u.r, t.v.crawl, t.v.key, st, now, n)
+	items, _, err := ready(u.r, t.v.crawl, t.v.key, now, n)
 	if err != nil || len(items) == 0 {
 		return nil, err
+	}
+	out := items[:0]
+	for _, it := range items {
+		if _, changed := u.entries[string(entryKey(it.e.Crawl, it.e.Key, it.e.URL))]; changed {
+			continue // updated earlier in this entry: not as the index read it
+		}
+		next := it.e
+		next.Until = until
+		u.putEntry(&it.e, &next)
+		out = append(out, it)
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	v := *t.v
 	v.state = *st
 	st.Next = now + s.delayOf(&v).Milliseconds()
-	leases := make(map[string]Lease, len(st.Leases)+len(items))
-	for h, l := range st.Leases {
-		if l.Until > now {
-			leases[h] = l // ended leases go: their URLs are ready again
-		}
-	}
-	for _, it := range items {
-		leases[leaseID(it.e.URL)] = Lease{Until: until, Due: it.e.Due, Created: it.e.Created}
-	}
-	st.Leases = leases
+	st.lease(until, len(out), now)
 	u.set(st)
-	return items, nil
+	return out, nil
 }
 
 // delayOf is a queue's delay: its own, its crawl's default, or the

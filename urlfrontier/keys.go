@@ -153,11 +153,3 @@ func parseKey(k []byte) (p parsedKey, hasQueue, ok bool) {
 	p.queue, p.rest, ok = queueDec(rest)
 	return p, ok, ok
 }
-
-// leaseID is the name of u's lease in its queue's state: a hash (8
-// bytes), so a queue's state does not hold whole URLs.
-func leaseID(u string) string {
-	h := fnv.New64a()
-	h.Write([]byte(u))
-	return string(h.Sum(nil))
-}

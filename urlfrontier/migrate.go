@@ -106,14 +106,14 @@ func (s *Server) migrateBucket(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				tx.putEntry(nil, &Entry{Crawl: e.Crawl, URL: e.URL, Key: e.Key, Meta: e.Meta, Created: e.Created, Due: e.Due, Known: e.Known})
-				q.Queued++
-				if ls[i] > 0 {
-					if q.Leases == nil {
-						q.Leases = map[string]Lease{}
-					}
-					q.Leases[leaseID(e.URL)] = Lease{Until: ls[i], Due: e.Due, Created: e.Created}
+				now := ms(s.o.Now())
+				until := int64(0)
+				if ls[i] > now {
+					until = ls[i]
+					q.lease(until, 1, now)
 				}
+				tx.putEntry(nil, &Entry{Crawl: e.Crawl, URL: e.URL, Key: e.Key, Meta: e.Meta, Created: e.Created, Due: e.Due, Known: e.Known, Until: until})
+				q.Queued++
 				tx.set(q)
 			}
 			return nil

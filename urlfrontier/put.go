@@ -275,17 +275,14 @@ func applyKnown(u *updateTx, c candidate, date uint64, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	// A URL handed out, as most that get a known update are, has what the
-	// update needs in its lease: no read of its record.
-	e, ok := u.leasedEntry(q, c.url)
-	if !ok {
-		if e, err = u.entry(c.crawl, c.key, c.url); err != nil {
-			return err
-		}
+	e, err := u.entry(c.crawl, c.key, c.url)
+	if err != nil {
+		return err
 	}
 	next := &Entry{Crawl: c.crawl, URL: c.url, Key: c.key, Meta: c.meta, Created: now.Unix()}
 	if e != nil {
 		next.Created = e.Created
+		q.release(e.Until, ms(now))
 		if e.Completed {
 			q.Completed = max(q.Completed, 1) - 1 // completed again, or scheduled: counted below
 		} else {
@@ -300,7 +297,6 @@ func applyKnown(u *updateTx, c candidate, date uint64, now time.Time) error {
 		q.Queued++
 	}
 	u.putEntry(e, next)
-	delete(q.Leases, leaseID(c.url))
 	q.Fetched++
 	u.set(q)
 	return nil

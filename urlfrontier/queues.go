@@ -262,7 +262,7 @@ func (q *queues) state(crawl, key string) *QueueState {
 	if c := q.crawls[crawl]; c != nil {
 		if s := c.queues[key]; s != nil {
 			st := s.state
-			st.Leases = maps.Clone(st.Leases)
+			st.Leases = slices.Clone(st.Leases)
 			return &st
 		}
 	}
@@ -275,11 +275,11 @@ type readyItem struct {
 	due int64
 }
 
-// ready reads up to n of a queue's URLs ready at now, earliest due first,
-// from r (the store, or an Update's reader); st is the queue's state,
-// whose leases are skipped. When none is ready, next is the earliest time
-// one will be (0: the queue holds none).
-func ready(r urlstore.Reader, crawl, key string, st *QueueState, now int64, n int) (out []readyItem, next int64, err error) {
+// ready reads up to n of a queue's URLs ready at now, earliest first,
+// from r (the store, or an Update's reader): a URL handed out is not,
+// its ready key being at the end of its lease. When none is ready, next
+// is the earliest time one will be (0: the queue holds none).
+func ready(r urlstore.Reader, crawl, key string, now int64, n int) (out []readyItem, next int64, err error) {
 	prefix := queuePrefix(kindReady, crawl, key)
 	err = r.Scan(prefix, func(k, v []byte) bool {
 		rest := k[len(prefix):]
@@ -288,19 +288,11 @@ func ready(r urlstore.Reader, crawl, key string, st *QueueState, now int64, n in
 		}
 		due, u := int64(binary.BigEndian.Uint64(rest)), string(rest[8:])
 		if due > now {
-			if next == 0 || due < next {
-				next = due
-			}
+			next = due
 			return false
 		}
-		if until, ok := st.leased(u, now); ok {
-			if next == 0 || until < next {
-				next = until
-			}
-			return true
-		}
 		it := readyItem{e: Entry{Crawl: crawl, Key: key, URL: u}, due: due}
-		if decodeEntry(v, &it.e) != nil {
+		if decodeEntry(v, &it.e) != nil || it.e.at() != due {
 			return true
 		}
 		out = append(out, it)
@@ -422,19 +414,6 @@ func (u *updateTx) entry(crawl, key, url string) (*Entry, error) {
 	return readEntry(u.r, crawl, key, url)
 }
 
-// leasedEntry is what a queue's lease holds of a URL's record (Due and
-// Created, queued), unless this update wrote the record already.
-func (u *updateTx) leasedEntry(q *QueueState, url string) (*Entry, bool) {
-	l, ok := q.Leases[leaseID(url)]
-	if !ok {
-		return nil, false
-	}
-	if _, wrote := u.entries[string(entryKey(q.Crawl, q.Key, url))]; wrote {
-		return nil, false
-	}
-	return &Entry{Crawl: q.Crawl, Key: q.Key, URL: url, Due: l.Due, Created: l.Created}, true
-}
-
 // putEntry writes a URL's record over old (nil: it had none), moving its
 // place in the ready index: a queued URL's record is also the value of its
 // ready key, at its due time. A fresh URL (never fetched, due at once: most
@@ -442,8 +421,7 @@ func (u *updateTx) leasedEntry(q *QueueState, url string) (*Entry, bool) {
 // writes one key, not two: readEntry finds it there. Its first known update
 // writes its U key.
 //
-// old must be the record as read (its indexOnly says where it lives), or
-// as a lease describes it (then e, a known update, is never fresh).
+// old must be the record as read (its indexOnly says where it lives).
 func (u *updateTx) putEntry(old, e *Entry) {
 	k := entryKey(e.Crawl, e.Key, e.URL)
 	if u.entries == nil {
@@ -452,7 +430,7 @@ func (u *updateTx) putEntry(old, e *Entry) {
 	e.indexOnly = e.fresh()
 	u.entries[string(k)] = e
 	if old != nil && !old.Completed {
-		u.b.Delete(readyKey(old.Crawl, old.Key, old.Due, old.URL))
+		u.b.Delete(readyKey(old.Crawl, old.Key, old.at(), old.URL))
 	}
 	v := encodeEntry(e)
 	if e.indexOnly {
@@ -463,7 +441,7 @@ func (u *updateTx) putEntry(old, e *Entry) {
 		u.b.Set(k, v)
 	}
 	if !e.Completed {
-		u.b.Set(readyKey(e.Crawl, e.Key, e.Due, e.URL), v)
+		u.b.Set(readyKey(e.Crawl, e.Key, e.at(), e.URL), v)
 	}
 }
 
@@ -493,7 +471,7 @@ func (u *updateTx) deleteEntry(e *Entry) {
 		u.b.Delete(k)
 	}
 	if !e.Completed {
-		u.b.Delete(readyKey(e.Crawl, e.Key, e.Due, e.URL))
+		u.b.Delete(readyKey(e.Crawl, e.Key, e.at(), e.URL))
 	}
 	delete(u.entries, string(k))
 }
