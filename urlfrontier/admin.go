@@ -97,7 +97,7 @@ func (s *Server) deleteCrawlQueues(ctx context.Context, crawl string) (uint64, e
 		return s.q.update(ctx, p, smallUpdate, func(u *updateTx) error {
 			var queued uint64
 			any, found := false, false
-			for _, kind := range []byte{kindQueue, kindURL, kindReady} {
+			for _, kind := range []byte{kindQueue, kindURL, kindReady, kindTurn, kindCrawl} {
 				err := u.r.Scan(crawlPrefix(kind, crawl, p), func(_, v []byte) bool {
 					any = true
 					if kind == kindQueue {
@@ -221,10 +221,14 @@ func (s *Server) ListQueues(ctx context.Context, req *pb.Pagination) (*pb.QueueL
 	}
 	now := s.now()
 	var keys []string
-	for _, v := range s.q.views(now, []string{c}, "") {
-		if req.GetIncludeInactive() || v.active(now) {
-			keys = append(keys, v.key)
+	err = s.q.states(c, "", func(st *QueueState) bool {
+		if req.GetIncludeInactive() || s.q.view(st, now).active(now) {
+			keys = append(keys, st.Key)
 		}
+		return true
+	})
+	if err != nil {
+		return nil, errStatus(err)
 	}
 	slices.Sort(keys)
 	size := int(req.GetSize())
@@ -251,7 +255,8 @@ func (s *Server) GetStats(_ context.Context, req *pb.QueueWithinCrawlParams) (*p
 	}
 	now := s.now()
 	st := &pb.Stats{CrawlID: c, Counts: map[string]uint64{"completed": 0, "active_queues": 0}}
-	for _, v := range s.q.views(now, []string{c}, req.GetKey()) {
+	err = s.q.states(c, req.GetKey(), func(q *QueueState) bool {
+		v := s.q.view(q, now)
 		st.NumberOfQueues++
 		st.Size += uint64(v.queued)
 		st.InProcess += uint32(v.inProcess)
@@ -259,6 +264,10 @@ func (s *Server) GetStats(_ context.Context, req *pb.QueueWithinCrawlParams) (*p
 		if v.active(now) {
 			st.Counts["active_queues"]++
 		}
+		return true
+	})
+	if err != nil {
+		return nil, errStatus(err)
 	}
 	return st, nil
 }
@@ -282,6 +291,9 @@ func (s *Server) DeleteQueue(ctx context.Context, req *pb.QueueWithinCrawlParams
 		n = 0
 		if q, err := decodeQueue(v); err == nil {
 			n = q.Queued
+			if q.Turn != 0 {
+				u.b.Delete(turnKey(c, req.GetKey(), q.Turn))
+			}
 		}
 		for _, kind := range []byte{kindQueue, kindURL, kindReady} {
 			u.deletePrefix(queuePrefix(kind, c, req.GetKey()))
@@ -536,7 +548,7 @@ func (s *Server) ListURLs(req *pb.ListUrlParams, stream pb.URLFrontier_ListURLsS
 
 // CountURLs counts a crawl's (or a queue's) URLs, queued, in process and
 // completed, as the reference does: without a filter from the queues'
-// counts (in RAM), with one by reading them.
+// counts (a key per queue), with one by reading the URLs.
 func (s *Server) CountURLs(_ context.Context, req *pb.CountUrlParams) (*pb.Long, error) {
 	c, err := crawlArg(req.GetCrawlID())
 	if err != nil {
@@ -544,9 +556,13 @@ func (s *Server) CountURLs(_ context.Context, req *pb.CountUrlParams) (*pb.Long,
 	}
 	var n uint64
 	if req.GetFilter() == "" {
-		// Every URL: the queues' counts, in RAM, not a scan of them all.
-		for _, v := range s.q.views(s.now(), []string{c}, req.GetKey()) {
-			n += v.state.Queued + v.state.Completed
+		// Every URL: the queues' counts, a key per queue, not per URL.
+		err := s.q.states(c, req.GetKey(), func(q *QueueState) bool {
+			n += q.Queued + q.Completed
+			return true
+		})
+		if err != nil {
+			return nil, errStatus(err)
 		}
 		return &pb.Long{Value: n}, nil
 	}

@@ -68,12 +68,19 @@
 // replicated with frontier.replicas) that is the truth, and in each server
 // a Pebble index of it in Options.Dir (keys.go has the layout). A queue
 // lives in one of Partitions partitions, a hash of its crawl and key; in
-// it, the queue's state (delay, block, limit, next turn, counts, leases),
-// its URLs' records, and a ready index of its queued URLs by due time.
+// it, the queue's state (delay, block, limit, next turn, counts, lease
+// counts), its URLs' records, a ready index of its queued URLs by due time
+// (a leased URL's: the end of its lease), and the ready queues' index:
+// each queue with URLs not completed, by its turn (the latest of its next
+// turn, its block and its first ready URL's time; with a limit reached,
+// the end of enough leases), kept by every write of its state.
 //
-//   - GetURLs chooses queues from the states, which every server holds in
-//     RAM (one per queue, kept from every applied change: urlstore's
-//     OnApply), then takes each partition's turns with one
+//   - GetURLs reads the queues whose turn has come from the ready queues'
+//     index, earliest first, in each partition holding the crawl's
+//     queues, and checks their states (blocked, limits, in process), so
+//     its cost follows what it hands out, not the number of queues (a
+//     queue it passes over is one whose URLs are all in process under
+//     max_urls_per_queue); then it takes each partition's turns with one
 //     read-modify-write (urlstore.Update, a compare-and-append on the
 //     partition's log): read the queue's state and ready URLs as the log
 //     leaves them, lease each URL in its own record (its ready key moves
@@ -88,8 +95,12 @@
 //     URL reads its record and writes it, O(1) per URL.
 //   - Puts and known updates are one read-modify-write per partition of a
 //     batch, so a batch of 500 items costs tens of log entries, not 500.
-//   - A server's RAM is the summaries (per queue, not per URL) and
-//     Pebble's cache and memtables (fixed). A restart reads the log's
+//   - A server's RAM is per crawl (its default delay, the partitions
+//     holding its queues), not per queue or URL, and Pebble's cache and
+//     memtables (fixed); ListQueues, GetStats and CountURLs without a
+//     filter read a key per queue. A store of format 2 has its ready
+//     queues indexed once, at the first start of a format-3 server
+//     (turns.go). A restart reads the log's
 //     entries written since it stopped, not the whole state; a server with
 //     an empty directory (a new machine, a lost disk) rebuilds its index
 //     from the log, logging its progress.
@@ -116,7 +127,8 @@
 // client that disconnects mid-stream loses the acks of the items in
 // hand; those it resends are known and SKIPPED, never admitted twice.
 //
-// RAM does not grow with URLs: ./bench.sh scale measures serve with its
-// NATS server at 1 M, 5 M and 20 M queued URLs (ARCHITECTURE.md has the
-// figures).
+// RAM does not grow with URLs or queues: ./bench.sh scale measures serve
+// with its NATS server at 1 M, 5 M and 20 M queued URLs, and ./bench.sh
+// broad at 1 M and 10 M queues and a queue of 1 M URLs (ARCHITECTURE.md
+// has the figures).
 package urlfrontier

@@ -267,7 +267,7 @@ func decodeEntry(b []byte, e *Entry) error {
 // key (encodeQueue): one per queue. A zero field is unset. Its size does
 // not grow with the queue's URLs or leases.
 type QueueState struct {
-	V     int // formatVersion
+	V     int // the format it was read in (formatVersion); 0: a new state
 	Crawl string
 	Key   string
 	// Delay is the pause between two turns in milliseconds; unset
@@ -288,6 +288,10 @@ type QueueState struct {
 	Queued    uint64
 	Fetched   uint64
 	Completed uint64
+	// Turn is the time of the queue's key in the ready queues' index
+	// (turnKey): when it may next hand out a URL (0: never, as it
+	// stands). Every write of the state sets it (updateTx.turnOf).
+	Turn int64
 	// Leases counts the URLs handed out by the end of their leases,
 	// earliest first: each lease itself is in its URL's record
 	// (Entry.Until), so a hand-out of k URLs adds one count, a known
@@ -299,6 +303,9 @@ type QueueState struct {
 	// end: fewer hand-outs for a while, never more.
 	Leases []LeaseCount
 }
+
+// stored says the state was read from the store (not new).
+func (q *QueueState) stored() bool { return q.V != 0 }
 
 // LeaseCount is how many URLs of a queue are leased until Until (Unix ms).
 type LeaseCount struct {
@@ -375,7 +382,7 @@ const flagHasDelay = 1
 // decoding took 4% of a fill's CPU.
 //
 //	version (1)  flags (1)  uvarint len, crawl  uvarint len, key
-//	uvarint delay, blocked, limit, next, queued, fetched, completed
+//	uvarint delay, blocked, limit, next, queued, fetched, completed, turn
 //	uvarint lease counts, then per count, earliest first:
 //	  uvarint until (the first; then the gap to the one before), n
 func encodeQueue(q *QueueState) []byte {
@@ -390,7 +397,7 @@ func encodeQueue(q *QueueState) []byte {
 	for _, v := range []int64{q.Delay, q.Blocked, int64(q.Limit), q.Next} {
 		b = binary.AppendUvarint(b, uint64(max(v, 0)))
 	}
-	for _, v := range []uint64{q.Queued, q.Fetched, q.Completed} {
+	for _, v := range []uint64{q.Queued, q.Fetched, q.Completed, uint64(max(q.Turn, 0))} {
 		b = binary.AppendUvarint(b, v)
 	}
 	b = binary.AppendUvarint(b, uint64(len(q.Leases)))
@@ -451,6 +458,9 @@ func decodeQueue(b []byte) (*QueueState, error) {
 	}
 	q.Next = when()
 	q.Queued, q.Fetched, q.Completed = num(), num(), num()
+	if !v2 {
+		q.Turn = when()
+	}
 	leases := num()
 	least := uint64(2) // bytes of a count (format 2: of a named lease)
 	if v2 {

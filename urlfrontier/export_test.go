@@ -89,3 +89,19 @@ func QueueStateBytes(s *Server, crawl, key string) int {
 	v, _, _ := s.q.st.Get(queueKey(crawl, key))
 	return len(v)
 }
+
+// Format2Queue is a batch a server of format 2 would write: crawl's queue
+// key holding url, never fetched, and its partition.
+func Format2Queue(crawl, key, url string) (int, *urlstore.Batch) {
+	st := encodeQueue(&QueueState{Crawl: crawl, Key: key, Queued: 1})
+	// Format 2's state: format 3's but its version and without a turn
+	// (the byte before the lease count, 0 here).
+	v2 := append([]byte{formatV2}, st[1:len(st)-2]...)
+	v2 = append(v2, 0)
+	e := encodeEntry(&Entry{Created: 1})
+	e[0] = formatV2
+	var b urlstore.Batch
+	b.Set(queueKey(crawl, key), v2)
+	b.Set(readyKey(crawl, key, 0, url), e)
+	return partOf(crawl, key), &b
+}

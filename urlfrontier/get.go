@@ -66,46 +66,39 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 	}
 	perQueue := int(req.GetMaxUrlsPerQueue())
 	now := s.now()
-	views := s.q.views(now, crawls, req.GetKey())
-	var turns []turn
-	for i := range views {
-		v := &views[i]
-		if v.queued == 0 || v.idle > now {
-			continue
-		}
-		if n := s.allowance(v.state, v.inProcess, v.queued, perQueue, now); n > 0 {
-			turns = append(turns, turn{v: v, n: n})
-		}
-	}
-	slices.SortFunc(turns, func(a, b turn) int {
-		return cmp.Or(cmp.Compare(a.v.state.Next, b.v.state.Next), strings.Compare(a.v.crawl, b.v.crawl),
-			strings.Compare(a.v.key, b.v.key))
-	})
-	// Read the ready URLs of the queues in that order until max_queues
-	// have some (a queue may hold only URLs due later) or the budget is
-	// spent: a hint, from the local index, of what the updates will take.
 	maxQueues, budget := int(req.GetMaxQueues()), s.o.MaxHandOut
+	if crawls == nil {
+		crawls = s.q.crawlIDs()
+	}
 	var chunks []turn
-	served := 0
 	err := s.q.st.Read(func(r urlstore.Reader) error {
-		for _, t := range turns {
-			if (maxQueues > 0 && served == maxQueues) || budget == 0 {
+		want := budget // queues to find: each hands out one URL at least
+		if maxQueues > 0 {
+			want = min(maxQueues, budget)
+		}
+		cands, err := s.dueQueues(r, crawls, req.GetKey(), perQueue, now, want)
+		if err != nil {
+			return err
+		}
+		// Read the ready URLs of the queues in turn order until max_queues
+		// have some or the budget is spent: a hint, from the local index,
+		// of what the updates will take.
+		served := 0
+		for _, v := range cands {
+			if served == want || budget == 0 {
 				break
 			}
-			items, next, err := ready(r, t.v.crawl, t.v.key, now, min(t.n, budget))
+			n := s.allowance(v.state, v.inProcess, v.queued, perQueue, now)
+			items, _, err := ready(r, v.crawl, v.key, now, min(n, budget))
 			if err != nil {
 				return err
 			}
 			if len(items) == 0 {
-				if next == 0 {
-					next = now + time.Hour.Milliseconds() // none queued: until its state changes
-				}
-				s.q.setIdle(t.v, next)
 				continue
 			}
 			served++
 			budget -= len(items)
-			chunks = append(chunks, chunked(t.v, items)...)
+			chunks = append(chunks, chunked(v, items)...)
 		}
 		return nil
 	})
@@ -169,6 +162,94 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 		}
 	}
 	return errStatus(err)
+}
+
+// dueQueues reads the ready queues' index of crawls: the queues whose
+// turn has come by now and which may hand out a URL (their states read
+// and checked: not blocked, under their limits and perQueue), up to want,
+// earliest turn first (then by crawl and key). With key, the one queue of
+// each crawl. Its cost follows what it hands out, not the number of
+// queues: it reads, in each partition holding queues of the crawls, the
+// first index keys due by now (a few more than want), merges them by turn
+// and reads states in that order until want are found; a queue it passes
+// over is one whose turn has come but whose URLs are all in process
+// (perQueue). Only when those run out does it read further.
+func (s *Server) dueQueues(r urlstore.Reader, crawls []string, key string, perQueue int, now int64, want int) ([]*queueView, error) {
+	var out []*queueView
+	consider := func(crawl, key string) error {
+		s.m.examined.Inc()
+		st, err := readQueue(r, crawl, key)
+		if err != nil || !st.stored() {
+			return err
+		}
+		v := s.q.view(st, now)
+		if s.allowance(v.state, v.inProcess, v.queued, perQueue, now) > 0 {
+			out = append(out, v)
+		}
+		return nil
+	}
+	if key != "" {
+		for _, c := range crawls {
+			if err := consider(c, key); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	type due struct {
+		turn         int64
+		crawl, queue string
+	}
+	var scanned [][]byte // the index prefixes read, by crawl and partition
+	for _, c := range crawls {
+		parts := s.q.crawlParts(c)
+		for p := range Partitions {
+			if parts&(1<<p) != 0 {
+				scanned = append(scanned, crawlPrefix(kindTurn, c, p))
+			}
+		}
+	}
+	done := 0 // index keys already considered, per prefix (the same for each)
+	for limit := 2*want + 16; ; limit *= 2 {
+		var dues []due
+		more := false
+		for _, prefix := range scanned {
+			crawl := string(prefix[1 : len(prefix)-3])
+			n := 0
+			err := r.Scan(prefix, func(k, _ []byte) bool {
+				turn, q, ok := parseTurn(k[len(prefix):])
+				if turn > now {
+					return false
+				}
+				if n++; n > limit {
+					more = true
+					return false
+				}
+				if ok && n > done {
+					dues = append(dues, due{turn, crawl, q})
+				}
+				return true
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		slices.SortFunc(dues, func(a, b due) int {
+			return cmp.Or(cmp.Compare(a.turn, b.turn), strings.Compare(a.crawl, b.crawl), strings.Compare(a.queue, b.queue))
+		})
+		for _, d := range dues {
+			if len(out) == want {
+				return out, nil
+			}
+			if err := consider(d.crawl, d.queue); err != nil {
+				return nil, err
+			}
+		}
+		if len(out) >= want || !more {
+			return out, nil
+		}
+		done = limit
+	}
 }
 
 // leaseEnd is the end of a lease of d taken at now (Unix ms), rounded up

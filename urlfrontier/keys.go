@@ -29,6 +29,13 @@ const storeName = "queues"
 //	                                      reads the index alone; for a URL
 //	                                      never fetched, its only key (the
 //	                                      value marked index-only)
+//	N crawl 0 part(2) turn(8) queue       a queue that may hand out a URL
+//	                                      from turn on (QueueState.Turn):
+//	                                      the ready queues' index, empty
+//	C crawl 0 part(2)                     the partition holds queues of
+//	                                      the crawl (empty)
+//	I part(2)                             the partition's ready queues
+//	                                      are indexed (empty; format 3)
 //	D crawl 0                             the crawl's default delay
 //
 // Every key of a queue is in the queue's partition, which is in each key
@@ -40,6 +47,9 @@ const (
 	kindURL     = 'U'
 	kindReady   = 'R'
 	kindDefault = 'D'
+	kindTurn    = 'N'
+	kindCrawl   = 'C'
+	kindIndexed = 'I'
 )
 
 // partOf is the partition of a queue.
@@ -117,6 +127,25 @@ func readyKey(crawl, queue string, due int64, url string) []byte {
 }
 
 func defaultKey(crawl string) []byte { return crawlPrefix(kindDefault, crawl, -1) }
+
+// turnKey is a queue's key in the ready queues' index at turn.
+func turnKey(crawl, queue string, turn int64) []byte {
+	b := binary.BigEndian.AppendUint64(crawlPrefix(kindTurn, crawl, partOf(crawl, queue)), uint64(max(turn, 0)))
+	return queueEnc(b, queue)
+}
+
+// parseTurn takes apart the rest of a turnKey after its crawl's prefix.
+func parseTurn(rest []byte) (turn int64, queue string, ok bool) {
+	if len(rest) < 8 {
+		return 0, "", false
+	}
+	q, tail, ok := queueDec(rest[8:])
+	return int64(binary.BigEndian.Uint64(rest)), q, ok && len(tail) == 0
+}
+
+func indexedKey(part int) []byte {
+	return binary.BigEndian.AppendUint16([]byte{kindIndexed}, uint16(part))
+}
 
 // parsedKey is a key of the store taken apart.
 type parsedKey struct {

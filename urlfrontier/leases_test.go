@@ -5,8 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sievecrawl/sieve/frontier"
 	"github.com/sievecrawl/sieve/urlfrontier"
 	pb "github.com/sievecrawl/sieve/urlfrontier/urlfrontierpb"
+	"github.com/sievecrawl/sieve/urlstore"
 )
 
 // TestLeasesOnTheURL: a hand-out leases each URL in its own record, so a
@@ -94,5 +98,89 @@ func TestLeasesOnTheURL(t *testing.T) {
 	}
 	if b := urlfrontier.QueueStateBytes(node.srv, crawl, queue); b > 64 {
 		t.Fatalf("the queue's state is %d bytes", b)
+	}
+}
+
+// TestGetURLsReadsWhatItHandsOut: the queues GetURLs serves come from the
+// ready queues' index, earliest turn first, so a call reads the states of
+// about the queues it serves, not of every queue: among 20,000 queues of
+// one URL, each call of 100 queues × 1 URL examines 100 to 110 states
+// and hands out URLs not handed out before while their leases run.
+func TestGetURLsReadsWhatItHandsOut(t *testing.T) {
+	const queues, perCall = 20_000, 100
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	node := e.start("a", func(o *urlfrontier.Options) { o.Registerer = reg })
+	for i := 0; i < queues; i += 5_000 {
+		var items []*pb.URLItem
+		for j := i; j < i+5_000; j++ {
+			items = append(items, disc("c", fmt.Sprintf("http://q%05d.test/", j), fmt.Sprintf("q%05d.test", j)))
+		}
+		node.put(t, items...)
+	}
+	examined := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "sieve_urlfrontier_queues_examined_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	seen := map[string]bool{}
+	for call := range 20 {
+		before := examined()
+		got := node.get(t, anyCrawl(1, perCall, 600))
+		if len(got) != perCall {
+			t.Fatalf("call %d handed out %d URLs, want %d", call, len(got), perCall)
+		}
+		for _, u := range got {
+			if seen[u] {
+				t.Fatalf("call %d: %s handed out again while leased", call, u)
+			}
+			seen[u] = true
+		}
+		if n := examined() - before; n < perCall || n > perCall+perCall/10 {
+			t.Fatalf("call %d examined %v queue states among %d queues to serve %d", call, n, queues, perCall)
+		}
+	}
+	if st, err := node.client.GetStats(ctxT(t), &pb.QueueWithinCrawlParams{CrawlID: "c"}); err != nil || st.GetNumberOfQueues() != queues || st.GetInProcess() != 20*perCall {
+		t.Fatalf("stats %v, %v; want %d queues, %d in process", st, err, queues, 20*perCall)
+	}
+}
+
+// TestFormat2QueuesAreIndexed: a store written by format 2 has no ready
+// queues' index; the first format-3 server indexes it at its start, and
+// a queue a format-2 server writes later (a rolling upgrade) is indexed
+// as it is applied: both are handed out.
+func TestFormat2QueuesAreIndexed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	log, err := frontier.OpenStoreLog(ctx, e.nats.JetStream(), frontier.Topology{}, urlfrontier.StoreName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, b := urlfrontier.Format2Queue("c", "old.test", "http://old.test/")
+	if err := urlstore.Append(ctx, log, part, b); err != nil {
+		t.Fatal(err)
+	}
+	node := e.start("a")
+	if got := node.get(t, anyCrawl(1, 10, 60)); len(got) != 1 || got[0] != "http://old.test/" {
+		t.Fatalf("handed out %v; want the format-2 store's URL", got)
+	}
+	part, b = urlfrontier.Format2Queue("c", "later.test", "http://later.test/")
+	if err := urlstore.Append(ctx, log, part, b); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	eventually(t, "the queue a format-2 server wrote is handed out", func() bool {
+		got = append(got, node.get(t, anyCrawl(1, 10, 60))...)
+		return len(got) > 0
+	})
+	if len(got) != 1 || got[0] != "http://later.test/" {
+		t.Fatalf("handed out %v", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 //	sieve_urlfrontier_urls_total{rpc,status}  items answered OK, SKIPPED, FAIL
 //	sieve_urlfrontier_rejected_total{reason}  items SKIPPED, by reason
 //	sieve_urlfrontier_handed_out_total        URLs handed out by GetURLs
+//	sieve_urlfrontier_queues_examined_total   queue states GetURLs read to choose
 //	sieve_urlfrontier_snapshots_total         snapshots of the queues' index taken here
 //	sieve_urlfrontier_snapshot_bytes          the last one's size
 type metrics struct {
@@ -29,6 +30,7 @@ type metrics struct {
 	urls          *prometheus.CounterVec
 	rejected      *prometheus.CounterVec
 	handed        prometheus.Counter
+	examined      prometheus.Counter
 	snapshots     prometheus.Counter
 	snapshotBytes prometheus.Gauge
 }
@@ -46,13 +48,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "URLs put and answered SKIPPED, by reason."}, []string{"reason"}),
 		handed: prometheus.NewCounter(prometheus.CounterOpts{Name: "sieve_urlfrontier_handed_out_total",
 			Help: "URLs handed out by GetURLs."}),
+		examined: prometheus.NewCounter(prometheus.CounterOpts{Name: "sieve_urlfrontier_queues_examined_total",
+			Help: "Queue states GetURLs read to choose the queues it serves (those due in the ready queues' index): beside handed_out_total, what a hand-out costs."}),
 		snapshots: prometheus.NewCounter(prometheus.CounterOpts{Name: "sieve_urlfrontier_snapshots_total",
 			Help: "Snapshots of the queues' index this server took (urlfrontier.compact_every), each followed by a trim of the queues' log."}),
 		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sieve_urlfrontier_snapshot_bytes",
 			Help: "Size of the last snapshot of the queues' index this server took."}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.calls, m.latency, m.urls, m.rejected, m.handed, m.snapshots, m.snapshotBytes} {
+		for _, c := range []prometheus.Collector{m.calls, m.latency, m.urls, m.rejected, m.handed, m.examined, m.snapshots, m.snapshotBytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

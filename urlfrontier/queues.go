@@ -17,16 +17,19 @@ import (
 
 // queues is the server's side of the queues' store (package urlstore:
 // a Pebble index on local disk, fed by the log in the stores' stream,
-// shared by every server): every URL's record on disk, and in RAM only a
-// summary per queue (its state) and per crawl (its default delay), kept
+// shared by every server): every URL's record, every queue's state and
+// the ready queues' index on disk, and in RAM only what a server holds
+// per crawl (its default delay, which partitions hold its queues), kept
 // from every applied change by urlstore's OnApply, so the same in every
-// server. RAM grows with queues, not URLs.
+// server. RAM grows with crawls, not queues or URLs.
 type queues struct {
 	st *urlstore.Store
 
 	mu     sync.Mutex
 	crawls map[string]*crawlSum
-	gen    uint64 // counts the states set
+	// stale takes the queues whose states a server of format 2 wrote
+	// (onApply), to be indexed again (Server.reindex).
+	stale chan [2]string
 
 	// writers take each partition's updates (update, write).
 	writers [Partitions]chan *pending
@@ -36,38 +39,32 @@ type queues struct {
 
 // crawlSum is what a server holds in RAM of a crawl.
 type crawlSum struct {
-	queues   map[string]*queueSum // by queue key
-	delay    int64                // default delay, ms
+	parts    uint32 // the partitions holding its queues (their C keys)
+	delay    int64  // default delay, ms
 	hasDelay bool
 }
 
-// queueSum is what a server holds in RAM of a queue: its state, and a
-// hint of when it has nothing ready (idle), which any change of the state
-// clears.
-type queueSum struct {
-	state QueueState
-	gen   uint64 // which change of the summaries set it
-	idle  int64  // Unix ms before which nothing is ready (0: unknown)
+func newQueues() *queues {
+	return &queues{crawls: map[string]*crawlSum{}, stale: make(chan [2]string, 4096)}
 }
-
-func newQueues() *queues { return &queues{crawls: map[string]*crawlSum{}} }
 
 func (q *queues) crawl(id string) *crawlSum {
 	c := q.crawls[id]
 	if c == nil {
-		c = &crawlSum{queues: map[string]*queueSum{}}
+		c = &crawlSum{}
 		q.crawls[id] = c
 	}
 	return c
 }
 
-// load reads every queue's state and crawl's default from the store
-// (one key per queue, not per URL). Holding the lock while reading, any
-// change applied meanwhile reaches onApply after it: nothing is lost.
+// load reads every crawl's marks and default delay from the store (a key
+// or two per crawl and partition, not per queue). Holding the lock while
+// reading, any change applied meanwhile reaches onApply after it: nothing
+// is lost.
 func (q *queues) load() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, kind := range []byte{kindQueue, kindDefault} {
+	for _, kind := range []byte{kindCrawl, kindDefault} {
 		err := q.st.Scan([]byte{kind}, func(k, v []byte) bool {
 			q.setLocked(k, v)
 			return true
@@ -84,13 +81,19 @@ func (q *queues) onApply(_ int, changes []urlstore.Change) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, c := range changes {
-		if len(c.Key) == 0 || (c.Key[0] != kindQueue && c.Key[0] != kindDefault) {
+		if len(c.Key) > 0 && c.Key[0] == kindQueue && len(c.Value) > 0 && c.Value[0] == formatV2 {
+			if p, hasQueue, ok := parseKey(c.Key); ok && hasQueue {
+				select {
+				case q.stale <- [2]string{p.crawl, p.queue}:
+				default: // indexed at the queue's next change
+				}
+			}
+		}
+		if len(c.Key) == 0 || (c.Key[0] != kindCrawl && c.Key[0] != kindDefault) {
 			continue
 		}
 		switch {
-		case c.Prefix:
-			q.deletePrefixLocked(c.Key)
-		case c.Deleted:
+		case c.Prefix || c.Deleted:
 			q.deleteLocked(c.Key)
 		default:
 			q.setLocked(c.Key, c.Value)
@@ -99,30 +102,29 @@ func (q *queues) onApply(_ int, changes []urlstore.Change) {
 }
 
 func (q *queues) setLocked(k, v []byte) {
-	p, hasQueue, ok := parseKey(k)
+	p, _, ok := parseKey(k)
 	if !ok {
 		return
 	}
-	switch {
-	case p.kind == kindDefault:
+	switch p.kind {
+	case kindDefault:
 		d, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {
 			return
 		}
 		c := q.crawl(p.crawl)
 		c.delay, c.hasDelay = d, true
-	case p.kind == kindQueue && hasQueue && len(p.rest) == 0:
-		st, err := decodeQueue(v)
-		if err != nil {
-			return // not ours to hand out
+	case kindCrawl:
+		if len(k) == len(crawlPrefix(kindCrawl, p.crawl, p.part)) {
+			q.crawl(p.crawl).parts |= 1 << p.part
 		}
-		q.gen++
-		q.crawl(p.crawl).queues[p.queue] = &queueSum{state: *st, gen: q.gen}
 	}
 }
 
+// deleteLocked forgets what a deleted key or prefix (a crawl's in one
+// partition, or all of a crawl's) held.
 func (q *queues) deleteLocked(k []byte) {
-	p, hasQueue, ok := parseKey(k)
+	p, _, ok := parseKey(k)
 	if !ok {
 		return
 	}
@@ -133,51 +135,53 @@ func (q *queues) deleteLocked(k []byte) {
 	switch {
 	case p.kind == kindDefault:
 		c.delay, c.hasDelay = 0, false
-	case hasQueue:
-		delete(c.queues, p.queue)
+	case len(k) == len(crawlPrefix(kindCrawl, p.crawl, p.part)):
+		c.parts &^= 1 << p.part
+	case p.kind == kindCrawl:
+		c.parts = 0
 	}
-	q.pruneLocked(p.crawl)
-}
-
-// deletePrefixLocked removes the queues a prefix delete removed: a
-// crawl's in one partition, or one queue.
-func (q *queues) deletePrefixLocked(prefix []byte) {
-	p, hasQueue, ok := parseKey(prefix)
-	if !ok || p.kind != kindQueue {
-		return
-	}
-	c := q.crawls[p.crawl]
-	if c == nil {
-		return
-	}
-	if hasQueue {
-		delete(c.queues, p.queue)
-	} else {
-		for key := range c.queues {
-			if partOf(p.crawl, key) == p.part {
-				delete(c.queues, key)
-			}
-		}
-	}
-	q.pruneLocked(p.crawl)
-}
-
-func (q *queues) pruneLocked(crawl string) {
-	if c := q.crawls[crawl]; c != nil && len(c.queues) == 0 && !c.hasDelay {
-		delete(q.crawls, crawl)
+	if c.parts == 0 && !c.hasDelay {
+		delete(q.crawls, p.crawl)
 	}
 }
 
-// queueView is a copy of a queue's summary at one time.
+// crawlDelay is a crawl's default delay, if it has one.
+func (q *queues) crawlDelay(crawl string) (int64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c := q.crawls[crawl]; c != nil {
+		return c.delay, c.hasDelay
+	}
+	return 0, false
+}
+
+// crawlParts is the partitions holding a crawl's queues.
+func (q *queues) crawlParts(crawl string) uint32 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c := q.crawls[crawl]; c != nil {
+		return c.parts
+	}
+	return 0
+}
+
+// queueView is a queue's state at one time, as a call reads it.
 type queueView struct {
 	crawl, key string
 	state      QueueState
-	gen        uint64
-	idle       int64
 	delay      int64 // the crawl's default, when hasDelay
 	hasDelay   bool
 	inProcess  int
 	queued     int // waiting or scheduled, not in process
+}
+
+// view is a queue's view at now from its state.
+func (q *queues) view(st *QueueState, now int64) *queueView {
+	v := &queueView{crawl: st.Crawl, key: st.Key, state: *st}
+	v.delay, v.hasDelay = q.crawlDelay(st.Crawl)
+	v.inProcess = st.inProcess(now)
+	v.queued = max(int(st.Queued)-v.inProcess, 0)
+	return v
 }
 
 // blocked reports whether the queue is blocked at now.
@@ -187,53 +191,25 @@ func (v *queueView) blocked(now int64) bool { return v.state.Blocked > now }
 // blocked (ListQueues, GetStats' active_queues).
 func (v *queueView) active(now int64) bool { return v.inProcess+v.queued > 0 && !v.blocked(now) }
 
-// views returns the summaries of the crawls' queues (every crawl for
-// nil), of one queue when key is not empty, in no particular order.
-func (q *queues) views(now int64, crawls []string, key string) []queueView {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var out []queueView
-	each := func(id string, c *crawlSum) {
-		add := func(k string, s *queueSum) {
-			v := queueView{crawl: id, key: k, state: s.state, gen: s.gen, idle: s.idle, delay: c.delay, hasDelay: c.hasDelay}
-			v.inProcess = s.state.inProcess(now)
-			v.queued = max(int(s.state.Queued)-v.inProcess, 0)
-			out = append(out, v)
+// states calls fn with the stored states of a crawl's queues (of one
+// queue when key is not empty), in key order (partition, queue), until fn
+// returns false: a scan of the index, one key per queue.
+func (q *queues) states(crawl, key string, fn func(st *QueueState) bool) error {
+	if key != "" {
+		st, err := readQueue(q.st, crawl, key)
+		if err != nil || !st.stored() {
+			return err
 		}
-		if key != "" {
-			if s := c.queues[key]; s != nil {
-				add(key, s)
-			}
-			return
-		}
-		for k, s := range c.queues {
-			add(k, s)
-		}
+		fn(st)
+		return nil
 	}
-	if crawls == nil {
-		for id, c := range q.crawls {
-			each(id, c)
+	return q.st.Scan(crawlPrefix(kindQueue, crawl, -1), func(_, v []byte) bool {
+		st, err := decodeQueue(v)
+		if err != nil {
+			return true // not ours
 		}
-		return out
-	}
-	for _, id := range crawls {
-		if c := q.crawls[id]; c != nil {
-			each(id, c)
-		}
-	}
-	return out
-}
-
-// setIdle notes that the queue, as its view v saw it, has nothing ready
-// before until (a hint for GetURLs: the state's next change clears it).
-func (q *queues) setIdle(v *queueView, until int64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if c := q.crawls[v.crawl]; c != nil {
-		if s := c.queues[v.key]; s != nil && s.gen == v.gen {
-			s.idle = until
-		}
-	}
+		return fn(st)
+	})
 }
 
 // crawlIDs returns the crawls with queues or a default delay, sorted.
@@ -252,21 +228,6 @@ func (q *queues) hasCrawl(id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.crawls[id] != nil
-}
-
-// state returns a copy of a queue's state as the summary holds it (a new
-// one for a queue without).
-func (q *queues) state(crawl, key string) *QueueState {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if c := q.crawls[crawl]; c != nil {
-		if s := c.queues[key]; s != nil {
-			st := s.state
-			st.Leases = slices.Clone(st.Leases)
-			return &st
-		}
-	}
-	return &QueueState{V: formatVersion, Crawl: crawl, Key: key}
 }
 
 // readyItem is a URL ready to be handed out (or listed).
@@ -335,7 +296,7 @@ func readQueue(r urlstore.Reader, crawl, key string) (*QueueState, error) {
 			return q, nil
 		}
 	}
-	return &QueueState{V: formatVersion, Crawl: crawl, Key: key}, nil
+	return &QueueState{Crawl: crawl, Key: key}, nil
 }
 
 // entries calls fn with a crawl's URL records (one queue's for key != ""),
@@ -403,6 +364,10 @@ type updateTx struct {
 	// entries are the URL records this update wrote, by key: what a
 	// later read in the same update must see.
 	entries map[string]*Entry
+	// readySet and readyGone are the ready keys this update set (with
+	// their times) and deleted, by queue (stateID) then key: what turnOf
+	// needs to find a queue's first ready key as the entry leaves it.
+	readySet, readyGone map[string]map[string]int64
 }
 
 // entry reads a URL's record as the partition holds it, or as this update
@@ -430,7 +395,7 @@ func (u *updateTx) putEntry(old, e *Entry) {
 	e.indexOnly = e.fresh()
 	u.entries[string(k)] = e
 	if old != nil && !old.Completed {
-		u.b.Delete(readyKey(old.Crawl, old.Key, old.at(), old.URL))
+		u.deleteReady(old)
 	}
 	v := encodeEntry(e)
 	if e.indexOnly {
@@ -441,7 +406,42 @@ func (u *updateTx) putEntry(old, e *Entry) {
 		u.b.Set(k, v)
 	}
 	if !e.Completed {
-		u.b.Set(readyKey(e.Crawl, e.Key, e.at(), e.URL), v)
+		k := readyKey(e.Crawl, e.Key, e.at(), e.URL)
+		u.b.Set(k, v)
+		id := stateID(e.Crawl, e.Key)
+		delete(u.readyGone[id], string(k))
+		if u.readySet == nil {
+			u.readySet = map[string]map[string]int64{}
+		}
+		if u.readySet[id] == nil {
+			u.readySet[id] = map[string]int64{}
+		}
+		u.readySet[id][string(k)] = e.at()
+		u.touch(e.Crawl, e.Key)
+	}
+}
+
+// deleteReady deletes e's ready key.
+func (u *updateTx) deleteReady(e *Entry) {
+	k := readyKey(e.Crawl, e.Key, e.at(), e.URL)
+	u.b.Delete(k)
+	id := stateID(e.Crawl, e.Key)
+	delete(u.readySet[id], string(k))
+	if u.readyGone == nil {
+		u.readyGone = map[string]map[string]int64{}
+	}
+	if u.readyGone[id] == nil {
+		u.readyGone[id] = map[string]int64{}
+	}
+	u.readyGone[id][string(k)] = e.at()
+	u.touch(e.Crawl, e.Key)
+}
+
+// touch marks a queue whose ready keys changed: its state is written, with
+// its turn, at the end.
+func (u *updateTx) touch(crawl, key string) {
+	if st, err := u.queue(crawl, key); err == nil {
+		u.set(st)
 	}
 }
 
@@ -454,9 +454,10 @@ func (u *updateTx) queue(crawl, key string) (*QueueState, error) {
 	if st := u.states[id]; st != nil {
 		return st, nil
 	}
-	// The summary holds the partition's states as its applied entries
-	// left them (OnApply runs with the partition held, as this does).
-	st := u.q.state(crawl, key)
+	st, err := readQueue(u.r, crawl, key)
+	if err != nil {
+		return nil, err
+	}
 	if u.states == nil {
 		u.states, u.dirty = map[string]*QueueState{}, map[string]bool{}
 	}
@@ -471,7 +472,7 @@ func (u *updateTx) deleteEntry(e *Entry) {
 		u.b.Delete(k)
 	}
 	if !e.Completed {
-		u.b.Delete(readyKey(e.Crawl, e.Key, e.at(), e.URL))
+		u.deleteReady(e)
 	}
 	delete(u.entries, string(k))
 }
@@ -485,6 +486,8 @@ func (u *updateTx) deletePrefix(prefix []byte) {
 		if bytes.HasPrefix(queueKey(st.Crawl, st.Key), prefix) {
 			delete(u.states, id)
 			delete(u.dirty, id)
+			delete(u.readySet, id)
+			delete(u.readyGone, id)
 		}
 	}
 	for k := range u.entries {
@@ -492,6 +495,82 @@ func (u *updateTx) deletePrefix(prefix []byte) {
 			delete(u.entries, k)
 		}
 	}
+}
+
+// finish writes the states this update changed, each with its turn in
+// the ready queues' index (turnOf): its old key deleted, its new one set,
+// and a new queue's crawl marked in partition p.
+func (u *updateTx) finish(p int) error {
+	for _, id := range slices.Sorted(maps.Keys(u.dirty)) {
+		st := u.states[id]
+		turn, err := u.turnOf(st)
+		if err != nil {
+			return err
+		}
+		if turn != st.Turn {
+			if st.Turn != 0 {
+				u.b.Delete(turnKey(st.Crawl, st.Key, st.Turn))
+			}
+			if turn != 0 {
+				u.b.Set(turnKey(st.Crawl, st.Key, turn), nil)
+			}
+			st.Turn = turn
+		}
+		if !st.stored() {
+			u.b.Set(crawlPrefix(kindCrawl, st.Crawl, p), nil)
+		}
+		u.b.Set(queueKey(st.Crawl, st.Key), encodeQueue(st))
+	}
+	return nil
+}
+
+// turnOf is when a queue may next hand out a URL, as this update leaves
+// it (0: not until its state changes): the latest of its next turn, the
+// end of its block and its first ready key's time (a leased URL's is its
+// lease's end), and with a limit reached by its fetches and leases, the
+// end of enough leases. GetURLs reads the queues whose turn has come,
+// earliest first, and checks each against its state.
+func (u *updateTx) turnOf(st *QueueState) (int64, error) {
+	if st.Queued == 0 {
+		return 0, nil
+	}
+	id := stateID(st.Crawl, st.Key)
+	first, found := int64(0), false
+	for _, at := range u.readySet[id] {
+		if !found || at < first {
+			first, found = at, true
+		}
+	}
+	gone := u.readyGone[id]
+	prefix := queuePrefix(kindReady, st.Crawl, st.Key)
+	err := u.r.Scan(prefix, func(k, _ []byte) bool {
+		if _, deleted := gone[string(k)]; deleted || len(k) < len(prefix)+8 {
+			return true
+		}
+		if at := int64(binary.BigEndian.Uint64(k[len(prefix):])); !found || at < first {
+			first, found = at, true
+		}
+		return false
+	})
+	if err != nil || !found {
+		return 0, err
+	}
+	turn := max(first, st.Next, st.Blocked, 1)
+	if l := st.Limit; l > 0 {
+		if st.Fetched >= uint64(l) {
+			return 0, nil
+		}
+		for _, c := range st.Leases { // ends in order: the first that brings it under its limit
+			if st.Fetched+uint64(st.inProcess(turn)) < uint64(l) {
+				break
+			}
+			turn = max(turn, c.Until)
+		}
+		if st.Fetched+uint64(st.inProcess(turn)) >= uint64(l) {
+			return 0, nil
+		}
+	}
+	return turn, nil
 }
 
 // set marks a state returned by queue as changed.
@@ -590,11 +669,7 @@ func (q *queues) write(p int) {
 					return err
 				}
 			}
-			for _, id := range slices.Sorted(maps.Keys(u.dirty)) {
-				st := u.states[id]
-				b.Set(queueKey(st.Crawl, st.Key), encodeQueue(st))
-			}
-			return nil
+			return u.finish(p)
 		})
 		cancel()
 		for _, w := range group {

@@ -169,7 +169,7 @@ type Server struct {
 var _ pb.URLFrontierServer = (*Server)(nil)
 
 // Open opens the queues' store (its log in the stores' stream, its index
-// in Options.Dir), reads the queues' summaries, waits until the index has
+// in Options.Dir), reads what it holds per crawl, waits until the index has
 // caught up with the log (reporting progress: a server that lost its disk
 // rebuilds from the log) and starts keeping this node's liveness until
 // Close. A restart reads only the log's entries written since the index
@@ -234,6 +234,10 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		s.closeStore()
 		return nil, err
 	}
+	if err := s.indexTurns(ctx); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	s.instance = newInstance()
 	if err := s.announce(ctx); err != nil {
 		s.closeStore()
@@ -241,10 +245,11 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.heartbeat(rctx) }()
 	go func() { defer s.wg.Done(); s.watchActive(rctx) }()
 	go func() { defer s.wg.Done(); s.compactLoop(rctx) }()
+	go func() { defer s.wg.Done(); s.reindex(rctx) }()
 	return s, nil
 }
 
