@@ -35,11 +35,17 @@
 //
 // # Memory
 //
-// A queue with nothing buffered, nothing in process, and no delay or block
-// still running is forgotten (checked at most once per second), so memory
-// follows the hosts with work, not every host ever seen. Limits set with
-// SetLimits are kept apart and are not forgotten. BenchmarkQueueMemory
-// measures the bytes per queue.
+// A queue with nothing buffered, nothing in process, and no delay, block or
+// refused item's turn still running is forgotten a second later, so memory
+// follows the hosts with work, not every host ever seen. Such queues wait in
+// a second heap, by the time they may be forgotten, so forgetting costs
+// O(log n) a queue and nothing while none is due, however many hosts the
+// scheduler holds; when the queues fall to a quarter of their peak, the map
+// and heaps are copied to their size, so a burst of hosts does not keep its
+// room. Limits set with SetLimits are kept apart and are not forgotten.
+// BenchmarkQueueMemory measures the bytes per queue; BenchmarkBroadMemory
+// and BenchmarkBroadHandOut the bytes per host and a hand-out's cost at
+// 10,000 and 1,000,000 hosts (RAMBytesPerQueue).
 //
 // # Time
 //
@@ -51,6 +57,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -143,14 +150,20 @@ type Scheduler[T any] struct {
 
 	mu        sync.Mutex
 	queues    map[string]*queue[T]
-	limits    map[string]Limits // set by SetLimits and Options.Queues
-	ready     readyHeap[T]      // queues with an item they may start, by readyAt
+	peak      int                    // most queues since the map was last copied
+	limits    map[string]Limits      // set by SetLimits and Options.Queues
+	ready     readyHeap[T]           // queues with an item they may start, by readyAt
+	idle      idleHeap[T]            // queues holding and running nothing, by forgetAt
+	blocked   map[*queue[T]]struct{} // queues blocked by BlockUntil, until Stats sees the block end
 	buffered  int
 	inProcess int
-	lastSweep time.Time
 	wake      chan struct{} // closed and replaced when something may have become ready
 	closed    bool
 }
+
+// forgetAfter is how long a queue with nothing to do is remembered after
+// its delay, block and refused items' turns have passed.
+const forgetAfter = time.Second
 
 // queue is one key's state; guarded by Scheduler.mu.
 type queue[T any] struct {
@@ -163,13 +176,23 @@ type queue[T any] struct {
 	horizon time.Time     // the expected turn of the last item refused
 	mean    time.Duration // moving mean of item durations
 	heapIdx int           // index in Scheduler.ready, -1 when not in it
-	readyAt time.Time
+	idleIdx int           // index in Scheduler.idle, -1 when not in it
+}
+
+// readyAt is when q may start its next item, if it holds one and runs fewer
+// than its Parallel.
+func (q *queue[T]) readyAt() time.Time { return later(q.next, q.blocked) }
+
+// forgetAt is when q may be forgotten, if it holds and runs nothing.
+func (q *queue[T]) forgetAt() time.Time {
+	return later(q.next, q.blocked, q.horizon).Add(forgetAfter)
 }
 
 // New returns a Scheduler configured by o.
 func New[T any](o Options) *Scheduler[T] {
 	o = o.withDefaults()
-	s := &Scheduler[T]{o: o, queues: map[string]*queue[T]{}, limits: map[string]Limits{}, wake: make(chan struct{})}
+	s := &Scheduler[T]{o: o, queues: map[string]*queue[T]{}, limits: map[string]Limits{},
+		blocked: map[*queue[T]]struct{}{}, wake: make(chan struct{})}
 	for k, l := range o.Queues {
 		s.limits[k] = l
 	}
@@ -207,8 +230,9 @@ func (s *Scheduler[T]) bufferOf(q *queue[T]) int {
 func (s *Scheduler[T]) queueLocked(key string) *queue[T] {
 	q := s.queues[key]
 	if q == nil {
-		q = &queue[T]{key: key, limits: s.resolve(key), heapIdx: -1}
+		q = &queue[T]{key: key, limits: s.resolve(key), heapIdx: -1, idleIdx: -1}
 		s.queues[key] = q
+		s.peak = max(s.peak, len(s.queues))
 	}
 	return q
 }
@@ -261,6 +285,7 @@ func (s *Scheduler[T]) offer(key string, item T, deferred bool) (bool, time.Time
 	}
 	at = later(at, now.Add(s.o.MinDefer))
 	q.horizon = at.Add(iv)
+	s.idleLocked(q) // a new queue, or one remembered longer
 	return false, at
 }
 
@@ -310,8 +335,8 @@ func (s *Scheduler[T]) tryTake() (key string, item T, ok bool, wake <-chan struc
 		return "", item, false, s.wake, time.Time{}
 	}
 	q := s.ready[0]
-	if q.readyAt.After(now) {
-		return "", item, false, s.wake, q.readyAt
+	if at := q.readyAt(); at.After(now) {
+		return "", item, false, s.wake, at
 	}
 	item = q.items[0]
 	var zero T
@@ -364,6 +389,9 @@ func (s *Scheduler[T]) BlockUntil(key string, t time.Time) {
 	}
 	q := s.queueLocked(key)
 	q.blocked = t
+	if t.After(now) {
+		s.blocked[q] = struct{}{}
+	}
 	s.updateLocked(q, now)
 }
 
@@ -418,6 +446,9 @@ func (s *Scheduler[T]) Remove(drop func(key string, item T) bool) []T {
 			}
 			kept = append(kept, it)
 		}
+		if len(kept) == len(q.items) {
+			continue
+		}
 		clear(q.items[len(kept):])
 		q.items = kept
 		s.updateLocked(q, now)
@@ -434,20 +465,28 @@ type Stats struct {
 	Blocked   int // queues blocked now
 }
 
-// Stats returns the scheduler's counts now.
+// Stats returns the scheduler's counts now. It costs the queues ready and
+// blocked now, not every queue.
 func (s *Scheduler[T]) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.o.Clock.Now()
 	st := Stats{Queues: len(s.queues), Buffered: s.buffered, InProcess: s.inProcess}
-	for _, q := range s.ready {
-		if !q.readyAt.After(now) {
+	// The ready ones are the heap's top: a node later than now has no
+	// ready one below it.
+	for stack := []int{0}; len(stack) > 0; {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i < len(s.ready) && !s.ready[i].readyAt().After(now) {
 			st.Ready++
+			stack = append(stack, 2*i+1, 2*i+2)
 		}
 	}
-	for _, q := range s.queues {
+	for q := range s.blocked {
 		if q.blocked.After(now) {
 			st.Blocked++
+		} else {
+			delete(s.blocked, q)
 		}
 	}
 	return st
@@ -472,7 +511,6 @@ func (s *Scheduler[T]) updateLocked(q *queue[T], now time.Time) {
 	canStart := len(q.items) > 0 && q.running < q.limits.Parallel
 	switch {
 	case canStart:
-		q.readyAt = later(q.next, q.blocked)
 		if q.heapIdx < 0 {
 			heap.Push(&s.ready, q)
 		} else {
@@ -481,24 +519,48 @@ func (s *Scheduler[T]) updateLocked(q *queue[T], now time.Time) {
 	case q.heapIdx >= 0:
 		heap.Remove(&s.ready, q.heapIdx)
 	}
+	s.idleLocked(q)
 	if !s.closed {
 		close(s.wake)
 		s.wake = make(chan struct{})
 	}
 }
 
-// sweepLocked forgets, at most once a second, the queues that hold nothing
-// and wait for nothing.
+// idleLocked puts q in the idle heap if it holds and runs nothing, moves
+// it there after a change of its times, or takes it out.
+func (s *Scheduler[T]) idleLocked(q *queue[T]) {
+	switch {
+	case len(q.items) == 0 && q.running == 0:
+		if q.idleIdx < 0 {
+			heap.Push(&s.idle, q)
+		} else {
+			heap.Fix(&s.idle, q.idleIdx)
+		}
+	case q.idleIdx >= 0:
+		heap.Remove(&s.idle, q.idleIdx)
+	}
+}
+
+// sweepLocked forgets the queues that held nothing and waited for nothing
+// for forgetAfter, and copies the map and heaps to their size once they
+// are a quarter of their peak.
 func (s *Scheduler[T]) sweepLocked(now time.Time) {
-	if now.Sub(s.lastSweep) < time.Second {
+	for len(s.idle) > 0 && !now.Before(s.idle[0].forgetAt()) {
+		q := heap.Pop(&s.idle).(*queue[T])
+		delete(s.queues, q.key)
+		delete(s.blocked, q)
+	}
+	// Go's maps and slices keep their room when emptied.
+	if s.peak < 4096 || len(s.queues) > s.peak/4 {
 		return
 	}
-	s.lastSweep = now
+	queues := make(map[string]*queue[T], len(s.queues))
 	for k, q := range s.queues {
-		if len(q.items) == 0 && q.running == 0 && !now.Before(later(q.next, q.blocked, q.horizon)) {
-			delete(s.queues, k)
-		}
+		queues[k] = q
 	}
+	s.queues, s.peak = queues, len(queues)
+	s.ready = slices.Clone(s.ready)
+	s.idle = slices.Clone(s.idle)
 }
 
 func later(t time.Time, more ...time.Time) time.Time {
@@ -515,10 +577,11 @@ type readyHeap[T any] []*queue[T]
 
 func (h readyHeap[T]) Len() int { return len(h) }
 func (h readyHeap[T]) Less(i, j int) bool {
-	if h[i].readyAt.Equal(h[j].readyAt) {
+	a, b := h[i].readyAt(), h[j].readyAt()
+	if a.Equal(b) {
 		return h[i].key < h[j].key
 	}
-	return h[i].readyAt.Before(h[j].readyAt)
+	return a.Before(b)
 }
 func (h readyHeap[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -534,6 +597,30 @@ func (h *readyHeap[T]) Pop() any {
 	q := old[len(old)-1]
 	old[len(old)-1] = nil
 	q.heapIdx = -1
+	*h = old[:len(old)-1]
+	return q
+}
+
+// idleHeap orders the queues that hold and run nothing by the time they may
+// be forgotten.
+type idleHeap[T any] []*queue[T]
+
+func (h idleHeap[T]) Len() int           { return len(h) }
+func (h idleHeap[T]) Less(i, j int) bool { return h[i].forgetAt().Before(h[j].forgetAt()) }
+func (h idleHeap[T]) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idleIdx, h[j].idleIdx = i, j
+}
+func (h *idleHeap[T]) Push(x any) {
+	q := x.(*queue[T])
+	q.idleIdx = len(*h)
+	*h = append(*h, q)
+}
+func (h *idleHeap[T]) Pop() any {
+	old := *h
+	q := old[len(old)-1]
+	old[len(old)-1] = nil
+	q.idleIdx = -1
 	*h = old[:len(old)-1]
 	return q
 }
