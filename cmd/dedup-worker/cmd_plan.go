@@ -16,6 +16,7 @@ import (
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/dust"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/politeness"
 	"github.com/sievecrawl/sieve/urlfrontier"
 )
 
@@ -31,7 +32,8 @@ func planFlags(fs *flag.FlagSet) {
 	fs.Int("shards", 0, "Redis shards; 0: filter.shards, else the kind's default")
 	fs.String("node-memory", "", "memory of a node (e.g. 64GiB): prints how many Redis Cluster nodes the filter needs if it has all of it, and how many nodes the whole system takes")
 	fs.String("node-disk", "", "disk of a node (e.g. 2TiB): prints how many nodes the whole system takes")
-	fs.Int64("queues", 0, "queues (hosts) in the URLFrontier API, for its RAM; 0: one per 100 URLs, at most 1,000,000")
+	fs.Int64("hosts", 0, "hosts (queues) the crawl reaches, for the RAM of the URLFrontier API's queues and of a crawler's scheduler; 0: one per 100 URLs, at most 1,000,000")
+	fs.Int64("queues", 0, "the same as --hosts, its earlier name")
 	fs.Int64("waiting", 0, "URLs waiting in the frontier stream at its fullest; 0: all of them, the worst case")
 	fs.Int("replicas", 3, "replicas of each NATS stream (frontier.replicas: 1, 3 or 5)")
 	fs.Bool("json", false, "print the filter plans as JSON (the whole system's figures are printed as text only)")
@@ -229,7 +231,7 @@ func printPlace(w io.Writer, where string, pl dedup.PlanPlace, p dedup.FilterPla
 // systemOptions size the rest of the system beside the filter.
 type systemOptions struct {
 	URLs       int64 // distinct URLs, N
-	Queues     int64 // queues (hosts) of the URLFrontier API (--queues)
+	Hosts      int64 // hosts, one queue each in serve and in a crawler's scheduler (--hosts, --queues)
 	Waiting    int64 // URLs in the frontier stream at its fullest (--waiting)
 	Replicas   int   // of each NATS stream (--replicas)
 	NodeMemory int64 // a node's memory; 0: nodes not counted (--node-memory)
@@ -247,18 +249,27 @@ func systemOptionsOf(fs *flag.FlagSet, o dedup.PlanOptions) (systemOptions, erro
 	if so.URLs > maxSystemURLs {
 		return so, fmt.Errorf("--urls: the whole system is sized for at most %s URLs", num(maxSystemURLs))
 	}
+	var queues int64
 	for _, f := range []struct {
 		name string
 		dst  *int64
-	}{{"queues", &so.Queues}, {"waiting", &so.Waiting}} {
+	}{{"hosts", &so.Hosts}, {"queues", &queues}, {"waiting", &so.Waiting}} {
 		v, err := strconv.ParseInt(flagValue(fs, f.name), 10, 64)
 		if err != nil || v < 0 {
 			return so, fmt.Errorf("--%s: %q is not a count ≥ 0", f.name, flagValue(fs, f.name))
 		}
 		*f.dst = v
 	}
-	if so.Queues == 0 {
-		so.Queues = max(1, min(so.URLs/100, 1_000_000))
+	// --queues is --hosts' earlier name: serve and the crawler both keep
+	// a queue per queue key, the host unless a crawl keys otherwise.
+	switch {
+	case queues > 0 && so.Hosts > 0 && queues != so.Hosts:
+		return so, fmt.Errorf("--queues: %s, but --hosts says %s; --queues is --hosts' earlier name, give one", num(queues), num(so.Hosts))
+	case so.Hosts == 0:
+		so.Hosts = queues
+	}
+	if so.Hosts == 0 {
+		so.Hosts = max(1, min(so.URLs/100, 1_000_000))
 	}
 	switch {
 	case so.Waiting == 0:
@@ -289,6 +300,7 @@ type systemPlan struct {
 	Filter dedup.FilterPlan // the kind asked for
 
 	ServeRAM, ServeIndex uint64 // each crawler serve (URLFrontier API)
+	SchedulerRAM         uint64 // a crawler's politeness scheduler holding every host
 	QueuesLog            uint64 // the queues' log, a replica
 	QueuesSnapshot       uint64 // the queues' index snapshot, a replica
 	Stream               uint64 // the frontier stream, a replica
@@ -315,7 +327,8 @@ type systemPlan struct {
 func planSystem(so systemOptions, p dedup.FilterPlan) systemPlan {
 	n := uint64(so.URLs)
 	s := systemPlan{systemOptions: so, Filter: p,
-		ServeRAM:         urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(so.Queues),
+		ServeRAM:         urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(so.Hosts),
+		SchedulerRAM:     politeness.RAMBytesPerQueue * uint64(so.Hosts),
 		ServeIndex:       urlfrontier.DiskIndexBytesPerURL * n,
 		QueuesLog:        urlfrontier.DiskLogBytesPerURL * n,
 		QueuesSnapshot:   urlfrontier.DiskIndexBytesPerURL * n,
@@ -382,8 +395,10 @@ func (s systemPlan) stores() uint64 {
 
 // nodeFixed is what every node of a deployment holds whatever their
 // number: a serve and an archiving crawler, in RAM and with their indexes.
+// The crawler's scheduler is counted holding every host, as one crawler
+// does; crawlers share the hosts by partition, so each holds its share.
 func (s systemPlan) nodeFixed() (ram, disk uint64) {
-	return s.ServeRAM + s.CrawlerRAM + s.LearnRAM, s.ServeIndex + s.CapturesIndex
+	return s.ServeRAM + s.CrawlerRAM + s.LearnRAM + s.SchedulerRAM, s.ServeIndex + s.CapturesIndex
 }
 
 // printSystem writes the whole system's table, its totals and, with a node
@@ -398,8 +413,8 @@ func printSystem(w io.Writer, s systemPlan) {
 	if s.Replicas == 1 {
 		replicas = "1 replica"
 	}
-	fmt.Fprintf(w, "\nWhole system for %s URLs: %s queues (--queues), %s waiting in the frontier stream (%s), %s of each NATS stream (--replicas):\n",
-		num(s.URLs), num(s.Queues), num(s.Waiting), waiting, replicas)
+	fmt.Fprintf(w, "\nWhole system for %s URLs: %s hosts, a queue each (--hosts), %s waiting in the frontier stream (%s), %s of each NATS stream (--replicas):\n",
+		num(s.URLs), num(s.Hosts), num(s.Waiting), waiting, replicas)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  process or store\tRAM each\tdisk each\tdisk a replica\tfrom\n")
 	row := func(name string, ram, disk, replica uint64, from string) {
@@ -425,6 +440,8 @@ func printSystem(w io.Writer, s systemPlan) {
 		fmt.Sprintf("frontier (TestFrontierStreamBytes): %d B a waiting URL, S2", frontier.StreamBytesPerURL))
 	row("archiving crawler's captures", s.CrawlerRAM, s.CapturesIndex, 0,
 		fmt.Sprintf("captures (TestCaptureCost): RAM fixed; index %d B a URL", captures.DiskIndexBytesPerURL))
+	row("crawler's scheduler (politeness)", s.SchedulerRAM, 0, 0,
+		fmt.Sprintf("politeness (BenchmarkBroadMemory): %d B a host with a URL in hand, its name included; every host in one crawler, the worst case", politeness.RAMBytesPerQueue))
 	row("crawler's learning (one page, one fetch)", s.LearnRAM, 0, 0,
 		fmt.Sprintf("dust (TestLearnerCost): %d B a page fetched, at most %s pages a crawl; rules: a record per host with learned rules, nothing per URL", dust.BytesPerPage, num(dust.DefaultMaxPages)))
 	row("captures' log (stores' stream)", 0, 0, s.CapturesLog,

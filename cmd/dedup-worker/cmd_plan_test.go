@@ -14,6 +14,7 @@ import (
 	"github.com/sievecrawl/sieve/dedup"
 	"github.com/sievecrawl/sieve/dust"
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/politeness"
 	"github.com/sievecrawl/sieve/redistest"
 	"github.com/sievecrawl/sieve/urlfrontier"
 )
@@ -99,11 +100,12 @@ type systemCosts struct {
 	serveRAM, serveIndex, queuesLog, queuesSnap, stream  uint64
 	crawlerRAM, capturesIndex, capturesLog, capturesSnap uint64
 	learnRAM                                             uint64 // a crawler's Learner
+	schedulerRAM                                         uint64 // a crawler's scheduler, every host in it
 	fixedRAM, fixedDisk, stores, replicas                uint64 // a node's serve and crawler; a replica of the stores' stream
 	shard, shards, redisBytes, memoryBytes               uint64 // the filter's, from its plan
 }
 
-func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) systemCosts {
+func newSystemCosts(tb testing.TB, urls, hosts, waiting, replicas int64) systemCosts {
 	tb.Helper()
 	plans, err := dedup.Plan(dedup.PlanOptions{URLs: urls, TargetFPP: 0.001, Kind: "bloom", Factor: 2, Tightening: 0.8})
 	if err != nil {
@@ -111,7 +113,8 @@ func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) system
 	}
 	p, n := plans[0], uint64(urls)
 	c := systemCosts{
-		serveRAM:      urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(queues),
+		serveRAM:      urlfrontier.RAMBytesFixed + urlfrontier.RAMBytesPerQueue*uint64(hosts),
+		schedulerRAM:  politeness.RAMBytesPerQueue * uint64(hosts),
 		serveIndex:    urlfrontier.DiskIndexBytesPerURL * n,
 		queuesLog:     urlfrontier.DiskLogBytesPerURL * n,
 		queuesSnap:    urlfrontier.DiskIndexBytesPerURL * n,
@@ -127,7 +130,7 @@ func newSystemCosts(tb testing.TB, urls, queues, waiting, replicas int64) system
 		redisBytes:    p.Redis.Bytes,
 		memoryBytes:   p.Memory.Bytes,
 	}
-	c.fixedRAM, c.fixedDisk = c.serveRAM+c.crawlerRAM+c.learnRAM, c.serveIndex+c.capturesIndex
+	c.fixedRAM, c.fixedDisk = c.serveRAM+c.crawlerRAM+c.learnRAM+c.schedulerRAM, c.serveIndex+c.capturesIndex
 	c.stores = c.queuesLog + c.queuesSnap + c.capturesLog + c.capturesSnap
 	return c
 }
@@ -154,40 +157,50 @@ func cells(b ...uint64) []string {
 // the figures of the packages' cost constants for N URLs, the totals add
 // them up with the replicas, and the nodes follow from --node-memory and
 // --node-disk (a stream's replica whole on one node, the filter's Redis
-// shards spread over the nodes).
+// shards spread over the nodes). The hosts (issue 40) size both serve's
+// queues and a crawler's scheduler; --queues is their earlier name.
 func TestPlanWholeSystem(t *testing.T) {
 	env := map[string]string{"SIEVE_FILTER_FPP": "0.001"}
 	size := func(b uint64) string { return strconv.FormatUint(b, 10) }
 	tests := []struct {
 		name string
 		urls int64
-		// queues, waiting and replicas the table must assume: the
-		// defaults (N/100 queues up to 1,000,000; all N waiting; 3) or
+		// hosts, waiting and replicas the table must assume: the
+		// defaults (N/100 hosts up to 1,000,000; all N waiting; 3) or
 		// the flags'.
-		queues, waiting, replicas int64
-		args                      func(c systemCosts) []string // beyond --urls
-		wantNodes                 func(c systemCosts) []string // in the nodes' paragraph
+		hosts, waiting, replicas int64
+		args                     func(c systemCosts) []string // beyond --urls
+		wantNodes                func(c systemCosts) []string // in the nodes' paragraph
 	}{
-		{name: "1e6 URLs, defaults", urls: 1e6, queues: 10_000, waiting: 1e6, replicas: 3},
-		{name: "1e9 URLs, defaults", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3},
-		{name: "1e6 URLs, queues, waiting and replicas asked", urls: 1e6, queues: 5, waiting: 1000, replicas: 5,
-			args: func(systemCosts) []string { return []string{"--queues", "5", "--waiting", "1000", "--replicas", "5"} }},
+		{name: "1e6 URLs, defaults", urls: 1e6, hosts: 10_000, waiting: 1e6, replicas: 3},
+		{name: "1e9 URLs, defaults", urls: 1e9, hosts: 1_000_000, waiting: 1e9, replicas: 3},
+		{name: "1e6 URLs, hosts, waiting and replicas asked", urls: 1e6, hosts: 5, waiting: 1000, replicas: 5,
+			args: func(systemCosts) []string { return []string{"--hosts", "5", "--waiting", "1000", "--replicas", "5"} }},
+		// --queues, the earlier name, still says the same; with --hosts
+		// it must agree.
+		{name: "1e6 URLs, --queues", urls: 1e6, hosts: 5, waiting: 1e6, replicas: 3,
+			args: func(systemCosts) []string { return []string{"--queues", "5"} }},
+		{name: "1e6 URLs, --queues and --hosts agreeing", urls: 1e6, hosts: 5, waiting: 1e6, replicas: 3,
+			args: func(systemCosts) []string { return []string{"--queues", "5", "--hosts", "5"} }},
+		// Issue 40's broad crawl: 20 URLs a host.
+		{name: "2e7 URLs over 1e6 hosts", urls: 2e7, hosts: 1_000_000, waiting: 2e7, replicas: 3,
+			args: func(systemCosts) []string { return []string{"--hosts", "1000000"} }},
 		// The issue's example: disk is ample, the replicas set the count.
-		{name: "1e9 URLs on nodes of 64GiB and 2TiB", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+		{name: "1e9 URLs on nodes of 64GiB and 2TiB", urls: 1e9, hosts: 1_000_000, waiting: 1e9, replicas: 3,
 			args: func(systemCosts) []string { return []string{"--node-memory", "64GiB", "--node-disk", "2TiB"} },
 			wantNodes: func(c systemCosts) []string {
 				return []string{"  3 nodes: the 3 replicas of each stream need a node each",
 					"the fullest node: " + bytesText(c.nodeRAM(3)) + " RAM",
 					bytesText(c.fixedDisk+c.stores+c.stream) + " disk"}
 			}},
-		{name: "1e9 URLs, disk for both streams exactly", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+		{name: "1e9 URLs, disk for both streams exactly", urls: 1e9, hosts: 1_000_000, waiting: 1e9, replicas: 3,
 			args: func(c systemCosts) []string {
 				return []string{"--node-disk", size(c.fixedDisk + c.stores + c.stream)}
 			},
 			wantNodes: func(c systemCosts) []string { return []string{"  3 nodes: "} }},
 		// A byte less: each node holds one stream's replica, so twice
 		// the replicas.
-		{name: "1e9 URLs, disk for one stream", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+		{name: "1e9 URLs, disk for one stream", urls: 1e9, hosts: 1_000_000, waiting: 1e9, replicas: 3,
 			args: func(c systemCosts) []string {
 				return []string{"--node-disk", size(c.fixedDisk + c.stores + c.stream - 1)}
 			},
@@ -195,30 +208,30 @@ func TestPlanWholeSystem(t *testing.T) {
 				return []string{"  6 nodes: a node's disk holds a replica of one stream", "placement tags",
 					bytesText(c.fixedDisk+max(c.stores, c.stream)) + " disk"}
 			}},
-		{name: "1e9 URLs, disk short of the larger stream", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+		{name: "1e9 URLs, disk short of the larger stream", urls: 1e9, hosts: 1_000_000, waiting: 1e9, replicas: 3,
 			args: func(c systemCosts) []string {
 				return []string{"--node-disk", size(c.fixedDisk + max(c.stores, c.stream) - 1)}
 			},
 			wantNodes: func(systemCosts) []string { return []string{"  none fits: ", "raise --node-disk"} }},
 		// Room for two Redis shards beside a serve and a crawler.
-		{name: "1e6 URLs, memory for two shards a node", urls: 1e6, queues: 10_000, waiting: 1e6, replicas: 3,
+		{name: "1e6 URLs, memory for two shards a node", urls: 1e6, hosts: 10_000, waiting: 1e6, replicas: 3,
 			args: func(c systemCosts) []string { return []string{"--node-memory", size(c.fixedRAM + 2*c.shard)} },
 			wantNodes: func(c systemCosts) []string {
 				n := (c.shards + 1) / 2
 				return []string{"  " + strconv.FormatUint(n, 10) + " nodes: the filter's Redis shards need their memory",
 					"the fullest node: " + bytesText(c.nodeRAM(n)) + " RAM"}
 			}},
-		{name: "1e9 URLs, memory short of a shard", urls: 1e9, queues: 1_000_000, waiting: 1e9, replicas: 3,
+		{name: "1e9 URLs, memory short of a shard", urls: 1e9, hosts: 1_000_000, waiting: 1e9, replicas: 3,
 			args:      func(c systemCosts) []string { return []string{"--node-memory", size(c.fixedRAM + c.shard - 1)} },
 			wantNodes: func(systemCosts) []string { return []string{"  none fits: ", "raise --node-memory or --shards"} }},
-		{name: "1e6 URLs, one replica", urls: 1e6, queues: 10_000, waiting: 1e6, replicas: 1,
+		{name: "1e6 URLs, one replica", urls: 1e6, hosts: 10_000, waiting: 1e6, replicas: 1,
 			args:      func(systemCosts) []string { return []string{"--replicas", "1", "--node-disk", "1TiB"} },
 			wantNodes: func(systemCosts) []string { return []string{"  1 node: everything fits one"} }},
 	}
 	cellSep := regexp.MustCompile(`\s{2,}`)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newSystemCosts(t, tt.urls, tt.queues, tt.waiting, tt.replicas)
+			c := newSystemCosts(t, tt.urls, tt.hosts, tt.waiting, tt.replicas)
 			args := []string{"plan", "--urls", strconv.FormatInt(tt.urls, 10)}
 			if tt.args != nil {
 				args = append(args, tt.args(c)...)
@@ -227,9 +240,9 @@ func TestPlanWholeSystem(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("%v: exit %d, stderr %s", args, code, errOut)
 			}
-			_, system, ok := strings.Cut(out, "\nWhole system for "+num(tt.urls)+" URLs: "+num(tt.queues)+" queues (--queues), "+num(tt.waiting)+" waiting")
+			_, system, ok := strings.Cut(out, "\nWhole system for "+num(tt.urls)+" URLs: "+num(tt.hosts)+" hosts, a queue each (--hosts), "+num(tt.waiting)+" waiting")
 			if !ok {
-				t.Fatalf("%v: no whole system's table for %s URLs, %s queues, %s waiting:\n%s", args, num(tt.urls), num(tt.queues), num(tt.waiting), out)
+				t.Fatalf("%v: no whole system's table for %s URLs, %s hosts, %s waiting:\n%s", args, num(tt.urls), num(tt.hosts), num(tt.waiting), out)
 			}
 			rows := map[string][]string{
 				"filter (bloom), in Redis":                 cells(c.redisBytes, 0, 0),
@@ -239,6 +252,7 @@ func TestPlanWholeSystem(t *testing.T) {
 				"queues' snapshot (<PREFIX>_STORE_SNAP)":   cells(0, 0, c.queuesSnap),
 				"frontier stream (native path)":            cells(0, 0, c.stream),
 				"archiving crawler's captures":             cells(c.crawlerRAM, c.capturesIndex, 0),
+				"crawler's scheduler (politeness)":         cells(c.schedulerRAM, 0, 0),
 				"crawler's learning (one page, one fetch)": cells(c.learnRAM, 0, 0),
 				"captures' log (stores' stream)":           cells(0, 0, c.capturesLog),
 				"captures' snapshot (<PREFIX>_STORE_SNAP)": cells(0, 0, c.capturesSnap),
@@ -290,6 +304,8 @@ func TestPlanSystemFlagsRefused(t *testing.T) {
 		{[]string{"--replicas", "0"}, `--replicas: want 1, 3 or 5`},
 		{[]string{"--queues", "-1"}, `--queues: "-1" is not a count`},
 		{[]string{"--queues", "many"}, `invalid value "many" for flag -queues`},
+		{[]string{"--hosts", "-1"}, `--hosts: "-1" is not a count`},
+		{[]string{"--hosts", "10", "--queues", "20"}, `--queues: 20, but --hosts says 10`},
 		{[]string{"--waiting", "-5"}, `--waiting: "-5" is not a count`},
 		{[]string{"--waiting", "1000001"}, `--waiting: 1,000,001 URLs waiting, more than the crawl's 1,000,000`},
 	}
