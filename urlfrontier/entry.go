@@ -297,10 +297,10 @@ type QueueState struct {
 	// (Entry.Until), so a hand-out of k URLs adds one count, a known
 	// update of a leased URL takes one off, and a count whose end has
 	// passed goes at the state's next write (its URLs are ready again).
-	// Lease ends are whole seconds, so a queue holds a count per second
-	// of lease at most; beyond maxLeaseCounts the two nearest merge into
-	// the later end, which may count a URL in process until that later
-	// end: fewer hand-outs for a while, never more.
+	// Hand-outs of one GetURLs share a count; beyond maxLeaseCounts the
+	// two nearest ends merge into the later, which may count a URL in
+	// process until that later end: fewer hand-outs for a while, never
+	// more.
 	Leases []LeaseCount
 }
 

@@ -31,8 +31,8 @@ const MaxLease = 24 * time.Hour
 // read from the local index; then each partition's turns are taken with
 // one read-modify-write of the partition (urlstore.Update), which reads
 // the queues' states and ready URLs again as the log leaves them, leases
-// each URL in its own record (until now + delay_requestable, rounded up
-// to the second: its ready key moves to the lease's end), counts the
+// each URL in its own record (until now + delay_requestable: its ready
+// key moves to the lease's end), counts the
 // leases in the queue's state and sets its next turn. So two servers
 // never hand out one URL or serve one queue twice within its delay, a
 // hand-out costs one log entry per partition (a queue's turn larger than
@@ -118,7 +118,7 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 		order[p] = append(order[p], g)
 	}
 	handed := make([][]readyItem, len(groups))
-	until := leaseEnd(now, lease)
+	until := now + lease.Milliseconds()
 	err = parallel(len(ps), func(i int) error {
 		took := map[*queueView]bool{} // queues whose first chunk handed out
 		for _, g := range order[ps[i]] {
@@ -250,13 +250,6 @@ func (s *Server) dueQueues(r urlstore.Reader, crawls []string, key string, perQu
 		}
 		done = limit
 	}
-}
-
-// leaseEnd is the end of a lease of d taken at now (Unix ms), rounded up
-// to a whole second, so that the hand-outs of one second share one count
-// in their queue's state (QueueState.Leases).
-func leaseEnd(now int64, d time.Duration) int64 {
-	return (now + d.Milliseconds() + 999) / 1000 * 1000
 }
 
 // turn is a queue chosen to be served and how many URLs it may hand out,
