@@ -8,6 +8,7 @@
 #
 #   ./bench.sh scale [SIZE…]  the per-URL stores at sizes (default 1M 5M 20M)
 #   ./bench.sh recovery [SIZE…]  crawler serve after a fill: RSS and restarts (default 1M 20M)
+#   ./bench.sh broad [SHAPES]  crawler serve on broad-crawl shapes: many queues, one long queue (default q20k,q1M,one1M)
 #
 # soak is not a benchmark and not in the default list: it runs 300,000 URLs
 # through a 3-node NATS cluster and a Redis Cluster while killing a NATS
@@ -73,6 +74,7 @@ compact() { run "Compaction of a per-URL store's log: 1 M records rewritten each
 # a fill to the size, goal at 20 M: at least 0.9 × its rate at 1 M) with the fill's rate, the frontier's bytes
 # and Redis's used_memory per URL and the process's RSS; its frontier keeps
 # message IDs for 1 minute, not 10. Sizes accept k and M: ./bench.sh scale 1M 5M 20M.
+# Once per run, after the sizes: broad at q20k,q1M,one1M (serve's queues).
 scale() {
 	local sizes=("$@")
 	[ ${#sizes[@]} -gt 0 ] || sizes=(1M 5M 20M)
@@ -93,6 +95,7 @@ scale() {
 		run "Scale, $size URLs: the dedup pipeline's admitted URLs/s at size (Redis filter, embedded NATS)" \
 			go test ./frontier -count=1 -run '^TestPipelineScale$' -sieve.pipelinescale -sieve.pipelinescale.sizes "$base$n" -v -timeout 120m
 	done
+	broad q20k,q1M,one1M
 }
 
 # recovery SIZE…: `crawler serve --embedded` after a fill, as an operator
@@ -115,7 +118,32 @@ recovery() {
 		-sieve.serverecovery.fills "${SIEVE_RECOVERY_FILLS:-discovered,urls}" -sieve.serverecovery.baseline "${SIEVE_RECOVERY_BASELINE:-}" -v -timeout 360m
 }
 
+# broad SHAPES: `crawler serve --embedded` on the shapes of a broad crawl
+# (issue 40): q20k, the baseline, 1 M URLs over 20,000 queues; qN, N queues
+# of one URL each (q1M, q10M); oneN, one queue of N URLs (one1M). Per shape
+# on a fresh server: the PutURLs fill's rate, RSS less the empty server's
+# per queue and per URL 1 s and 60 s after the fill, then medians of 3
+# rounds of GetURLs latency (30 calls of 100 queues × 1 URL), ListQueues,
+# GetStats and CountURLs, the GetURLs + known-update rate, and on oneN one
+# GetURLs with no limit. Ratios to the q20k row; with
+# SIEVE_BROAD_BASELINE=path/to/crawler (a build of an earlier commit),
+# that binary is measured first at every shape, and ratios to it printed.
+# Shapes as one comma list or several arguments: ./bench.sh broad q1M,q10M.
+broad() {
+	local shapes=("$@")
+	[ ${#shapes[@]} -gt 0 ] || shapes=(q20k,q1M,one1M)
+	local list
+	list=$(IFS=,; echo "${shapes[*]}")
+	run "crawler serve on broad-crawl shapes: fill rate, RSS per queue 1 s and 60 s after the fill, GetURLs latency, hand-out+ack rate, ListQueues, GetStats and CountURLs latency ($list)" \
+		go test ./cmd/crawler -count=1 -run '^TestServeBroad$' -sieve.servebroad -sieve.servebroad.shapes "$list" \
+		-sieve.servebroad.baseline "${SIEVE_BROAD_BASELINE:-}" -v -timeout 360m
+}
+
 names=("$@")
+if [ "${names[0]:-}" = broad ]; then
+	broad "${names[@]:1}"
+	exit
+fi
 if [ "${names[0]:-}" = recovery ]; then
 	recovery "${names[@]:1}"
 	exit
