@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -248,7 +249,7 @@ func measureBroad(t *testing.T, bin string, sh broadShape) broadRow {
 	// 4. Hand-out with acknowledgement.
 	ctx, cancel = phaseContext(t, scaleHandFor+5*time.Minute)
 	start = time.Now()
-	completed, notOK, err := s.broadHandOut(ctx)
+	completed, notOK, err := s.handOut(ctx, 1, broadHandQueues, math.MaxInt)
 	took := time.Since(start)
 	cancel()
 	switch {
@@ -494,80 +495,6 @@ func (s *scaleServe) broadNoLimit() (broadCall, int) {
 	c := s.timedGet(&pb.GetParams{DelayRequestable: broadLease, Item: &pb.GetParams_CrawlID{CrawlID: scaleCrawl}}, broadNoLimitFor,
 		func(*pb.URLInfo) { n++ })
 	return c, n
-}
-
-// broadHandOut runs scaleWorkers clients, each a loop of GetURLs (up to
-// broadHandQueues queues, one URL each) and a known update
-// (refetchable_from_date 0) on its own PutURLs stream for every URL
-// received, for scaleHandFor. It returns the URLs acked OK and the others.
-func (s *scaleServe) broadHandOut(ctx context.Context) (completed, notOK int, err error) {
-	end := time.Now().Add(scaleHandFor)
-	var ok, bad atomic.Int64
-	g, ctx := errgroup.WithContext(ctx)
-	for w := range scaleWorkers {
-		g.Go(func() error {
-			acks, err := s.client.PutURLs(ctx)
-			if err != nil {
-				return err
-			}
-			for time.Now().Before(end) {
-				get, err := s.client.GetURLs(ctx, &pb.GetParams{MaxUrlsPerQueue: 1, MaxQueues: broadHandQueues, DelayRequestable: broadLease,
-					Item: &pb.GetParams_CrawlID{CrawlID: scaleCrawl}})
-				if err != nil {
-					return err
-				}
-				var got []*pb.URLInfo
-				for {
-					u, err := get.Recv()
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						return fmt.Errorf("worker %d: GetURLs: %w", w, err)
-					}
-					got = append(got, u)
-				}
-				if len(got) == 0 {
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				sent := make(chan error, 1)
-				go func() {
-					for _, u := range got {
-						known := &pb.KnownURLItem{Info: &pb.URLInfo{Url: u.GetUrl(), Key: u.GetKey(), CrawlID: scaleCrawl}}
-						if err := acks.Send(&pb.URLItem{Item: &pb.URLItem_Known{Known: known}}); err != nil {
-							sent <- err
-							return
-						}
-					}
-					sent <- nil
-				}()
-				for range got {
-					a, err := acks.Recv()
-					if err != nil {
-						return fmt.Errorf("worker %d: PutURLs ack: %w", w, err)
-					}
-					if a.GetStatus() == pb.AckMessage_OK {
-						ok.Add(1)
-					} else {
-						bad.Add(1)
-					}
-				}
-				if err := <-sent; err != nil {
-					return fmt.Errorf("worker %d: PutURLs send: %w", w, err)
-				}
-			}
-			if err := acks.CloseSend(); err != nil {
-				return err
-			}
-			if _, err := acks.Recv(); err != io.EOF {
-				return fmt.Errorf("worker %d: PutURLs end: %v", w, err)
-			}
-			return nil
-		})
-	}
-	err = g.Wait()
-	return int(ok.Load()), int(bad.Load()), err
 }
 
 // median is the median of ds (0 if none).

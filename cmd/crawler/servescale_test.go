@@ -211,7 +211,7 @@ func measureServeScale(t *testing.T, bin string, n, queues int) serveScale {
 	}
 	ctx, cancel = phaseContext(t, scaleHandFor+5*time.Minute)
 	start = time.Now()
-	completed, failed, err := s.handOut(ctx, min(scaleHandMax, n))
+	completed, failed, err := s.handOut(ctx, 10, 500, min(scaleHandMax, n))
 	took = time.Since(start)
 	cancel()
 	if err != nil {
@@ -473,12 +473,12 @@ func (s *scaleServe) putDiscovered(ctx context.Context, m int, url func(k int) i
 	return int(nOK.Load()), int(nSkipped.Load()), failed, err
 }
 
-// handOut runs scaleWorkers clients, each asking GetURLs for up to 10 URLs
-// from each of up to 500 queues of the crawl and completing every URL it
-// gets with a known update (refetchable_from_date 0) on its own PutURLs
-// stream, until scaleHandFor has passed or limit URLs are completed. It
-// returns the URLs acked OK and the others.
-func (s *scaleServe) handOut(ctx context.Context, limit int) (completed, notOK int, err error) {
+// handOut runs scaleWorkers clients, each asking GetURLs for up to
+// perQueue URLs from each of up to queues queues of the crawl and
+// completing every URL it gets with a known update (refetchable_from_date
+// 0) on its own PutURLs stream, until scaleHandFor has passed or limit URLs
+// are completed. It returns the URLs acked OK and the others.
+func (s *scaleServe) handOut(ctx context.Context, perQueue, queues uint32, limit int) (completed, notOK int, err error) {
 	end := time.Now().Add(scaleHandFor)
 	var ok, bad atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
@@ -489,7 +489,7 @@ func (s *scaleServe) handOut(ctx context.Context, limit int) (completed, notOK i
 				return err
 			}
 			for time.Now().Before(end) && ok.Load() < int64(limit) {
-				get, err := s.client.GetURLs(ctx, &pb.GetParams{MaxUrlsPerQueue: 10, MaxQueues: 500, DelayRequestable: 60,
+				get, err := s.client.GetURLs(ctx, &pb.GetParams{MaxUrlsPerQueue: perQueue, MaxQueues: queues, DelayRequestable: 60,
 					Item: &pb.GetParams_CrawlID{CrawlID: scaleCrawl}})
 				if err != nil {
 					return err
