@@ -170,8 +170,8 @@ func (s *Server) GetURLs(req *pb.GetParams, stream pb.URLFrontier_GetURLsServer)
 // earliest turn first (then by crawl and key). With key, the one queue of
 // each crawl. Its cost follows what it hands out, not the number of
 // queues: it reads, in each partition holding queues of the crawls, the
-// first index keys due by now (a few more than want), merges them by turn
-// and reads states in that order until want are found; a queue it passes
+// first index keys due by now (twice its share of want, and 16), merges
+// them by turn and reads states in that order until want are found; a queue it passes
 // over is one whose turn has come but whose URLs are all in process
 // (perQueue). Only when those run out does it read further.
 func (s *Server) dueQueues(r urlstore.Reader, crawls []string, key string, perQueue int, now int64, want int) ([]*queueView, error) {
@@ -209,8 +209,10 @@ func (s *Server) dueQueues(r urlstore.Reader, crawls []string, key string, perQu
 			}
 		}
 	}
+	// Queues spread over partitions by a hash: each is read for twice its
+	// share first, and further only if those run out.
 	done := 0 // index keys already considered, per prefix (the same for each)
-	for limit := 2*want + 16; ; limit *= 2 {
+	for limit := 2*want/max(len(scanned), 1) + 16; ; limit *= 2 {
 		var dues []due
 		more := false
 		for _, prefix := range scanned {
