@@ -541,6 +541,10 @@ func (u *updateTx) turnOf(st *QueueState) (int64, error) {
 			first, found = at, true
 		}
 	}
+	floor := max(st.Next, st.Blocked, 1)
+	if found && first <= floor && st.Limit == 0 {
+		return floor, nil // a key this entry set is first, or ties: no read (a put's)
+	}
 	gone := u.readyGone[id]
 	prefix := queuePrefix(kindReady, st.Crawl, st.Key)
 	err := u.r.Scan(prefix, func(k, _ []byte) bool {
@@ -555,7 +559,7 @@ func (u *updateTx) turnOf(st *QueueState) (int64, error) {
 	if err != nil || !found {
 		return 0, err
 	}
-	turn := max(first, st.Next, st.Blocked, 1)
+	turn := max(first, floor)
 	if l := st.Limit; l > 0 {
 		if st.Fetched >= uint64(l) {
 			return 0, nil
