@@ -431,7 +431,7 @@ func printSystem(w io.Writer, s systemPlan) {
 	row(fmt.Sprintf("filter (%s), in memory", p.Kind), p.Memory.Bytes, p.Memory.Bytes, 0,
 		"the plan above, embedded; on disk its snapshot")
 	row("crawler serve (URLFrontier API)", s.ServeRAM, s.ServeIndex, 0,
-		fmt.Sprintf("urlfrontier (TestServeScale): %s + %s a queue; index %d B a URL", bytesText(urlfrontier.RAMBytesFixed), bytesText(urlfrontier.RAMBytesPerQueue), urlfrontier.DiskIndexBytesPerURL))
+		fmt.Sprintf("urlfrontier (TestServeScale, TestServeBroad): %s + %s a queue; index %d B a URL", bytesText(urlfrontier.RAMBytesFixed), bytesText(urlfrontier.RAMBytesPerQueue), urlfrontier.DiskIndexBytesPerURL))
 	row("queues' log (stores' stream)", 0, 0, s.QueuesLog,
 		fmt.Sprintf("urlfrontier (TestServeScale): %d B a URL put; compacted, two periods of work (urlfrontier.compact_every)", urlfrontier.DiskLogBytesPerURL))
 	row("queues' snapshot (<PREFIX>_STORE_SNAP)", 0, 0, s.QueuesSnapshot,
