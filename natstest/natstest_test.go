@@ -157,8 +157,18 @@ func TestProcessCluster(t *testing.T) {
 	if n.Running() {
 		t.Fatal("Running() = true after Kill")
 	}
-	if _, err := js.Publish(ctx, "r3.a", []byte("while it was away")); err != nil {
-		t.Fatal(err)
+	// The node killed may have led R3: until its peers elect another
+	// leader the publish has no answer, so it is sent again, with a
+	// message ID so that a retry whose first try was stored adds nothing.
+	for {
+		_, err := js.Publish(ctx, "r3.a", []byte("while it was away"), jetstream.WithMsgID("away"))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	n.StartAgain()
 	for {
