@@ -408,15 +408,7 @@ func (u *updateTx) putEntry(old, e *Entry) {
 	if !e.Completed {
 		k := readyKey(e.Crawl, e.Key, e.at(), e.URL)
 		u.b.Set(k, v)
-		id := stateID(e.Crawl, e.Key)
-		delete(u.readyGone[id], string(k))
-		if u.readySet == nil {
-			u.readySet = map[string]map[string]int64{}
-		}
-		if u.readySet[id] == nil {
-			u.readySet[id] = map[string]int64{}
-		}
-		u.readySet[id][string(k)] = e.at()
+		moveReady(&u.readyGone, &u.readySet, stateID(e.Crawl, e.Key), k, e.at())
 		u.touch(e.Crawl, e.Key)
 	}
 }
@@ -425,16 +417,21 @@ func (u *updateTx) putEntry(old, e *Entry) {
 func (u *updateTx) deleteReady(e *Entry) {
 	k := readyKey(e.Crawl, e.Key, e.at(), e.URL)
 	u.b.Delete(k)
-	id := stateID(e.Crawl, e.Key)
-	delete(u.readySet[id], string(k))
-	if u.readyGone == nil {
-		u.readyGone = map[string]map[string]int64{}
-	}
-	if u.readyGone[id] == nil {
-		u.readyGone[id] = map[string]int64{}
-	}
-	u.readyGone[id][string(k)] = e.at()
+	moveReady(&u.readySet, &u.readyGone, stateID(e.Crawl, e.Key), k, e.at())
 	u.touch(e.Crawl, e.Key)
+}
+
+// moveReady notes ready key k of queue id, at at, in to and no longer in
+// from (readySet and readyGone, one way or the other).
+func moveReady(from, to *map[string]map[string]int64, id string, k []byte, at int64) {
+	delete((*from)[id], string(k))
+	if *to == nil {
+		*to = map[string]map[string]int64{}
+	}
+	if (*to)[id] == nil {
+		(*to)[id] = map[string]int64{}
+	}
+	(*to)[id][string(k)] = at
 }
 
 // touch marks a queue whose ready keys changed: its state is written, with
