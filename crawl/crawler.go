@@ -247,7 +247,7 @@ func newScheduler(fo FetcherOptions, inFlight int) *politeness.Scheduler[*job] {
 		Parallel:  fo.HostParallel,
 		Delay:     fo.HostDelay,
 		MaxPause:  max(fo.MaxCrawlDelay, time.Minute),
-		MaxBuffer: max(min(256, inFlight/4), 1),
+		MaxBuffer: max(inFlight/4, 1),
 		Queues:    queues,
 	})
 }

@@ -281,7 +281,7 @@ func TestOfferBoundsBuffer(t *testing.T) {
 
 // TestBufferFollowsPace checks that a queue's buffer holds what it starts
 // while a refused item is away: 2 × Parallel for a polite queue, more for a
-// queue without a delay whose items are fast (Parallel + 2 MinDefers over its
+// queue without a delay whose items are fast (Parallel + Ahead over its
 // interval), MaxBuffer before any duration is known, never more than
 // MaxBuffer; and that a refused item of a fast queue is asked back when half
 // the buffer still waits, not when it is nearly empty.
@@ -295,10 +295,12 @@ func TestBufferFollowsPace(t *testing.T) {
 	}{
 		{name: "polite", o: Options{}, min: 2, max: 2},
 		{name: "polite, 4 at once", o: Options{Parallel: 4}, min: 8, max: 8},
-		{name: "no delay, 2ms items", o: Options{Delay: -1}, item: 2 * time.Millisecond, min: 95, max: 105, halfTurns: true},
-		{name: "no delay, 4 at once, 8ms items", o: Options{Delay: -1, Parallel: 4}, item: 8 * time.Millisecond, min: 95, max: 110, halfTurns: true},
-		{name: "no delay, nothing done yet", o: Options{Delay: -1}, min: 256, max: 256},
-		{name: "no delay, 100µs items: capped", o: Options{Delay: -1}, item: 100 * time.Microsecond, min: 256, max: 256},
+		{name: "no delay, 2ms items", o: Options{Delay: -1, Ahead: 200 * time.Millisecond}, item: 2 * time.Millisecond, min: 95, max: 105, halfTurns: true},
+		{name: "no delay, 4 at once, 8ms items", o: Options{Delay: -1, Parallel: 4, Ahead: 200 * time.Millisecond}, item: 8 * time.Millisecond, min: 95, max: 110, halfTurns: true},
+		{name: "no delay, 10ms items: 5s ahead", o: Options{Delay: -1}, item: 10 * time.Millisecond, min: 495, max: 505, halfTurns: true},
+		{name: "150ms delay: not fast", o: Options{Delay: 150 * time.Millisecond}, min: 2, max: 2},
+		{name: "no delay, nothing done yet", o: Options{Delay: -1}, min: 1024, max: 1024},
+		{name: "no delay, 100µs items: capped", o: Options{Delay: -1}, item: 100 * time.Microsecond, min: 1024, max: 1024},
 		{name: "MaxBuffer", o: Options{Delay: -1, MaxBuffer: 16}, item: 2 * time.Millisecond, min: 16, max: 16},
 		{name: "Buffer wins", o: Options{Delay: -1, Buffer: 3}, item: 2 * time.Millisecond, min: 3, max: 3},
 	} {
@@ -322,7 +324,7 @@ func TestBufferFollowsPace(t *testing.T) {
 			now := clock.Now()
 			n := 0
 			var at time.Time
-			for i := range 1000 {
+			for i := range 2000 {
 				ok, turn := s.Offer("h", i)
 				if !ok {
 					at = turn

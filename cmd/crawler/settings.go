@@ -100,7 +100,7 @@ type crawlSettings struct {
 	IgnoreRobots    bool          `yaml:"ignore_robots" help:"do not read robots.txt (only for sites you own)"`
 	Canonical       bool          `yaml:"canonical" help:"also follow <link rel=canonical>"`
 	Frames          bool          `yaml:"frames" help:"also follow <frame src> and <iframe src>"`
-	InFlight        int           `yaml:"in_flight" help:"frontier messages held at once over all hosts, a few per host waiting for their turn or being fetched (2 × host_parallel; for a host with no delay that answers fast, what it starts while one handed back is away, up to 256 and a quarter of in_flight); the rest stays in JetStream. Bounds memory, not speed"`
+	InFlight        int           `yaml:"in_flight" help:"frontier messages held at once over all hosts, a few per host waiting for their turn or being fetched (2 × host_parallel; for a host with no delay that answers fast, what it starts in the next 5 s, up to a quarter of in_flight); the rest stays in JetStream. Bounds memory, not speed"`
 	MaxRetries      int           `yaml:"max_retries" help:"retries of a URL failing temporarily (timeout, network, 5xx, 429)"`
 	RetryBackoff    time.Duration `yaml:"retry_backoff" help:"wait before the first retry, doubled for each next one (a longer Retry-After wins)"`
 	MaxRetryDelay   time.Duration `yaml:"max_retry_delay" help:"longest wait before a retry"`
