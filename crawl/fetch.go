@@ -163,6 +163,23 @@ type Page struct {
 	DuplicateOf, DuplicateKind string
 
 	sitemap *sitemapResult // what a sitemap document held
+	links   func()         // reads Links from the body, once (ReadLinks); nil when done
+}
+
+// ReadLinks reads the page's links from its body if that was left for
+// later (a fetch with its parse deferred: the host's turn ends at the
+// exchange, the parse runs after it). It is a no-op for a page whose links
+// were read.
+func (p *Page) ReadLinks() {
+	if p.links == nil {
+		return
+	}
+	read := p.links
+	p.links = nil
+	read()
+	if p.NoFollow { // a robots meta tag said so
+		p.Links = nil
+	}
 }
 
 // Reason names why a fetch failed, for counting.
@@ -430,6 +447,19 @@ type bodyReader func(resp *http.Response, r *fetchResult) error
 
 // fetchAs is fetch with read, if not nil, reading 2xx bodies.
 func (f *Fetcher) fetchAs(wait, ctx context.Context, rawURL string, read bodyReader) (*Page, time.Duration, error) {
+	p, pause, err := f.fetchLazy(wait, ctx, rawURL, read)
+	if p != nil {
+		p.ReadLinks()
+	}
+	return p, pause, err
+}
+
+// fetchLazy is fetchAs with an HTML page's links left in its body for
+// Page.ReadLinks: the exchange, the body and its fingerprint are done when
+// it returns, colly's parse is not. The crawler ends the host's turn
+// there, so that at one request at a time the next exchange does not wait
+// for this page's parse.
+func (f *Fetcher) fetchLazy(wait, ctx context.Context, rawURL string, read bodyReader) (*Page, time.Duration, error) {
 	if f.closed.Load() {
 		return nil, 0, errors.New("crawl: fetcher closed")
 	}
@@ -478,8 +508,8 @@ func (f *Fetcher) fetchAs(wait, ctx context.Context, rawURL string, read bodyRea
 	p.sitemap = r.sitemap
 	switch {
 	case p.Status >= 200 && p.Status < 400:
-		if p.NoFollow {
-			p.Links = nil
+		if p.NoFollow { // an X-Robots-Tag said so: nothing to read
+			p.Links, p.links = nil, nil
 		}
 		if p.Status >= 300 && p.Redirect == rawURL {
 			return nil, pause, &FetchError{URL: rawURL, Reason: ReasonRedirectLoop, Status: p.Status}
@@ -632,7 +662,11 @@ func (f *Fetcher) readHTML(rawURL string, resp *http.Response, r *fetchResult) e
 			}
 		}
 	}
-	f.parse(rawURL, resp, body, r)
+	head := &http.Response{
+		Status: resp.Status, StatusCode: resp.StatusCode, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+		Header: resp.Header,
+	}
+	r.page.links = func() { f.parse(rawURL, head, body, r) }
 	return nil
 }
 
@@ -646,19 +680,17 @@ func (f *Fetcher) stored(rawURL string, resp *http.Response) Page {
 		r.page.Links = nil
 		return r.page
 	}
-	if r.page.NoFollow { // a robots meta tag said so
-		r.page.Links = nil
-	}
+	r.page.ReadLinks()
 	return r.page
 }
 
-// parse has colly read body, the HTML answer resp gave for rawURL, into r.
-func (f *Fetcher) parse(rawURL string, resp *http.Response, body []byte, r *fetchResult) {
+// parse has colly read body, the HTML answer head (status and headers)
+// gave for rawURL, into r.
+func (f *Fetcher) parse(rawURL string, head *http.Response, body []byte, r *fetchResult) {
 	id := strconv.FormatUint(f.nextID.Add(1), 36)
-	f.bodies.Store(id, &http.Response{
-		Status: resp.Status, StatusCode: resp.StatusCode, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
-		Header: resp.Header, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
-	})
+	resp := *head
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	f.bodies.Store(id, &resp)
 	defer f.bodies.Delete(id)
 	cctx := colly.NewContext()
 	cctx.Put(resultKey, r)

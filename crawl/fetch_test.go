@@ -202,6 +202,52 @@ func TestFetchNoFollowAndLimits(t *testing.T) {
 	}
 }
 
+// TestFetchLazyReadsLinksLater checks the crawler's fetch, which ends the
+// host's turn at the exchange: the page comes back with its fingerprint
+// and canonical link but no links, and ReadLinks then finds what Fetch
+// finds (the page's links, none under a robots meta nofollow), once.
+func TestFetchLazyReadsLinksLater(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><head><link rel=canonical href="/c"></head><a href="/a">a</a><a href="/b#x">b</a></html>`)
+	})
+	mux.HandleFunc("/meta", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><head><meta name="robots" content="nofollow"></head><a href="/a">a</a></html>`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	f := newFetcher(t, FetcherOptions{IgnoreRobots: true}, strings.TrimPrefix(srv.URL, "http://"))
+
+	for _, tc := range []struct {
+		path     string
+		links    []string
+		noFollow bool
+	}{
+		{"/page", []string{srv.URL + "/a", srv.URL + "/b"}, false},
+		{"/meta", nil, true},
+	} {
+		p, _, err := f.fetchLazy(t.Context(), t.Context(), srv.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Print == nil || len(p.Links) != 0 || p.NoFollow {
+			t.Errorf("%s before ReadLinks: print %v, links %q, nofollow %v; want a print, no links yet", tc.path, p.Print != nil, p.Links, p.NoFollow)
+		}
+		if tc.path == "/page" && p.Canonical != srv.URL+"/c" {
+			t.Errorf("%s: canonical %q before ReadLinks, want %q", tc.path, p.Canonical, srv.URL+"/c")
+		}
+		p.ReadLinks()
+		p.ReadLinks() // a second call reads nothing again
+		if !slices.Equal(p.Links, tc.links) || p.NoFollow != tc.noFollow {
+			t.Errorf("%s after ReadLinks: links %q, nofollow %v; want %q, %v", tc.path, p.Links, p.NoFollow, tc.links, tc.noFollow)
+		}
+		full, err := f.Fetch(t.Context(), srv.URL+tc.path)
+		if err != nil || !slices.Equal(full.Links, p.Links) {
+			t.Errorf("%s: Fetch found %q, %v; the lazy fetch %q", tc.path, full.Links, err, p.Links)
+		}
+	}
+}
+
 func TestFetchRefusesForbiddenAddresses(t *testing.T) {
 	site := startSite(t, testsite.Options{Pages: 10})
 	// Not allowed: neither "localhost" nor 127.0.0.1 is a seed here.

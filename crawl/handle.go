@@ -142,7 +142,7 @@ func (c *Crawler) handle(key string, j *job) {
 	if level > 0 {
 		read = readSitemap(sitemap.Limits{})
 	}
-	page, pause, err := c.fetcher.fetchAs(wait, fctx, entry.URL, read)
+	page, pause, err := c.fetcher.fetchLazy(wait, fctx, entry.URL, read)
 	if err == nil {
 		c.observe(wait, ctx, entry, u.Host, page, pause)
 	}
@@ -153,6 +153,11 @@ func (c *Crawler) handle(key string, j *job) {
 		c.sched.BlockUntil(key, time.Now().Add(min(fe.RetryAfter, c.fetcher.opts.MaxCrawlDelay)))
 	}
 	c.sched.Done(key, start, pause)
+	if page != nil {
+		// The host's turn ended at the exchange: the next one starts
+		// while this page's links are read.
+		page.ReadLinks()
+	}
 	if fatal, aerr := c.archiveErr(tr, err); aerr != nil {
 		if fatal {
 			c.archiveFailed(msg, aerr)

@@ -280,7 +280,7 @@ func (c *Crawler) refetch(wait, ctx context.Context, lr *dust.Learner, entry fro
 	if c.opts.Archive != nil {
 		ctx = warc.NewTracker(entry.Crawl, entry.URL).Context(ctx)
 	}
-	again, _, err := c.fetcher.fetchAs(wait, ctx, entry.URL, nil)
+	again, _, err := c.fetcher.fetchLazy(wait, ctx, entry.URL, nil) // its links are the first render's
 	if again != nil {
 		c.stats.fetched(entry.Crawl, host, again)
 	}
