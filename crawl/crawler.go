@@ -89,6 +89,21 @@ type Options struct {
 	// after its records are written, and a failure to write stops the run
 	// with ErrArchive.
 	Archive *warc.Recorder
+	// Admitter, if set, takes each fetched page's links in process, in
+	// place of the discovered stream: a dedup worker running beside the
+	// crawler (the embedded mode). Nil: pages go to the discovered stream.
+	Admitter Admitter
+}
+
+// Admitter admits a fetched page's links in process: canonicalized,
+// tested, on the frontier and marked when Admit returns nil, so that the
+// page's frontier message may be acknowledged. frontier.ErrNotInProcess
+// sends the page to the discovered stream instead; a *frontier.PoisonError
+// is a page no worker would take; any other error is retried while the
+// page's message is kept alive, as a failed publish is.
+// pipeline.Worker.AdmitPage is one.
+type Admitter interface {
+	AdmitPage(ctx context.Context, d frontier.Discovered) error
 }
 
 func (o Options) withDefaults() Options {

@@ -332,9 +332,15 @@ func (c *Crawler) deliver(ctx context.Context, msg jetstream.Msg, url string, pu
 	}
 }
 
-// publishParts publishes d, halving its links until each part fits in a
-// message. A retried part is stored once (its id is a digest of its bytes).
+// publishParts hands d to the Admitter, if any, else publishes it,
+// halving its links until each part fits in a message. A retried part is
+// stored once (its id is a digest of its bytes).
 func (c *Crawler) publishParts(ctx context.Context, d frontier.Discovered) error {
+	if c.opts.Admitter != nil {
+		if err := c.opts.Admitter.AdmitPage(ctx, d); !errors.Is(err, frontier.ErrNotInProcess) {
+			return err
+		}
+	}
 	err := c.opts.Topology.PublishDiscovered(ctx, c.js, d)
 	var pe *frontier.PoisonError
 	if errors.As(err, &pe) && pe.Reason == frontier.PoisonTooLarge && len(d.Links) > 1 {

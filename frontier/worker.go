@@ -457,6 +457,7 @@ type batch struct {
 	poison  stats.Delta             // counts of terminated messages
 	touched time.Time               // last InProgress (or fetch)
 	ackWait time.Duration
+	parked  bool // a crawl of the batch was parked
 }
 
 // delta returns the counts of the batch's messages of crawl.
@@ -472,6 +473,7 @@ func (b *batch) delta(crawl string) *stats.Delta {
 // Park hands the messages of crawl back to JetStream for redelivery after
 // delay, and forgets their counts (they are counted when processed).
 func (b *batch) Park(crawl string, delay time.Duration) int {
+	b.parked = true
 	n := 0
 	msgs, of := b.msgs[:0], b.crawlOf[:0]
 	for i, m := range b.msgs {
@@ -821,4 +823,55 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// ErrNotInProcess is AdmitPage's answer when it cannot take a page in
+// process: the caller publishes it to the discovered stream instead.
+var ErrNotInProcess = errors.New("frontier: page not admitted in process: publish it to the discovered stream")
+
+// AdmitPage admits the links of d, a page fetched by a crawler in this
+// process, as a discovered message of d would be (canonicalized, rewritten
+// by the crawl's rules, tested, put on the frontier, marked, counted), but
+// without the discovered stream: no publish, no pull, no acknowledgement,
+// and no wait for the worker's next fetch. It returns nil once every link
+// is on the frontier and marked, so that the caller may then acknowledge
+// the page's own frontier message, exactly as a worker acknowledges a
+// discovered message; an error when ctx ended first (nothing may be
+// acknowledged: some links may be on the frontier and not marked, which
+// the page's redelivery repairs); a *PoisonError for a page no worker
+// would take; ErrNotInProcess when the page's crawl is parked (its filter
+// unusable) or the worker forwards pages to route owners (Routes), where
+// the stream is the only way in.
+//
+// The embedded mode (crawler run --embedded) takes every page this way:
+// of the six JetStream operations a page cost, the three of the discovered
+// stream are gone.
+func (w *Worker) AdmitPage(ctx context.Context, d Discovered) error {
+	if w.topo.Routes > 0 {
+		return ErrNotInProcess
+	}
+	d.V = Version
+	for _, part := range d.Split(w.topo.Limits.MaxLinks) {
+		if err := part.check(w.topo.Limits); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	w.inflight.Add(1)
+	w.m.inflight.Inc()
+	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
+	defer w.held.end(w.held.begin())
+
+	b := w.newBatch(start)
+	w.canonicalize(d, b.delta(d.Crawl), func(li int, u string) { b.add(d, li, u) })
+	verdicts, err := w.core.Admit(ctx, b.urls, b)
+	switch {
+	case err != nil:
+		return err // nothing counted: the page comes again
+	case b.parked:
+		return ErrNotInProcess // counted when it comes through the stream
+	}
+	w.count(b, verdicts)
+	w.finish(b, start, true)
+	return nil
 }

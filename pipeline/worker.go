@@ -460,6 +460,17 @@ func (w *Worker) Status() (frontier.Status, bool) {
 	return fw.Status(), true
 }
 
+// AdmitPage admits the links of a page fetched in this process without the
+// discovered stream (frontier.Worker.AdmitPage); before the worker runs it
+// returns frontier.ErrNotInProcess, and the caller publishes the page.
+func (w *Worker) AdmitPage(ctx context.Context, d frontier.Discovered) error {
+	fw := w.worker.Load()
+	if fw == nil {
+		return frontier.ErrNotInProcess
+	}
+	return fw.AdmitPage(ctx, d)
+}
+
 // FilterStats returns the open crawl filters' health summed (items and
 // memory add up, rates are the highest), or ErrNotOpen before Open.
 func (w *Worker) FilterStats(ctx context.Context) (dedup.Stats, error) {

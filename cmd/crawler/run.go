@@ -199,6 +199,11 @@ func runCommand(ctx context.Context, s settings, jsonOut bool, stdout, stderr io
 	opts.Canonicalize = canon.URL
 	opts.Logger = logger
 	opts.Exclusive = s.Embedded
+	if p.worker != nil {
+		// The dedup worker runs beside the crawler: pages' links go to it
+		// in process, not through the discovered stream.
+		opts.Admitter = p.worker
+	}
 	opts.Registerer = reg
 	caps := &lazyCaptures{ctx: ctx, open: func(ctx context.Context) (warc.Captures, error) {
 		return s.crawlerCaptures(ctx, p.js, p.rdb, func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) })
