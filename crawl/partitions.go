@@ -195,13 +195,17 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 		}
 		var batch jetstream.MessageBatch
 		var err error
+		cancel := func() {}
 		if wait {
-			// Short, so that stopping never waits long for it.
-			batch, err = cons.Fetch(1, jetstream.FetchMaxWait(250*time.Millisecond))
+			// Ended by ctx, so that stopping never waits for it.
+			var fctx context.Context
+			fctx, cancel = context.WithTimeout(ctx, time.Second)
+			batch, err = cons.Fetch(1, jetstream.FetchContext(fctx))
 		} else {
 			batch, err = cons.FetchNoWait(min(room, maxBatch))
 		}
 		if err != nil {
+			cancel()
 			if ctx.Err() != nil {
 				return
 			}
@@ -216,7 +220,11 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 			got++
 			c.admit(msg, r)
 		}
+		cancel()
 		wait = got == 0
+		if berr := batch.Error(); berr != nil && !errors.Is(berr, context.DeadlineExceeded) && !errors.Is(berr, context.Canceled) {
+			c.opts.Logger.Debug("fetch from frontier", "partition", p, "err", berr)
+		}
 	}
 }
 
@@ -241,6 +249,7 @@ func (c *Crawler) hold(msg jetstream.Msg, r *partitionRun) (settle func()) {
 			c.mu.Lock()
 			delete(c.inflight, msg)
 			c.mu.Unlock()
+			c.settled.Store(time.Now().UnixNano())
 			r.jobs.Done()
 			c.jobs.Done()
 		})

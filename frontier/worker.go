@@ -391,7 +391,7 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 			sleep(fetchCtx, b.Next())
 			continue
 		}
-		msgs, err := w.fetch(cons)
+		msgs, err := w.fetch(fetchCtx, cons)
 		if len(msgs) > 0 {
 			handle(workCtx, msgs)
 		}
@@ -419,14 +419,21 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 // handled (natural batching): full under load, a page's links alone when
 // pages come one at a time, and never held back by a timer waiting for it
 // to fill, which would add its wait to every page's way to the frontier.
-func (w *Worker) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+// The wait ends with ctx: a stopping worker does not wait it out.
+func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer) ([]jetstream.Msg, error) {
 	batch, err := cons.FetchNoWait(w.o.Batch)
 	msgs, err := collect(nil, batch, err)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
-	batch, err = cons.Fetch(1, jetstream.FetchMaxWait(w.o.FetchWait))
-	if msgs, err = collect(nil, batch, err); len(msgs) == 0 || err != nil {
+	wctx, cancel := context.WithTimeout(ctx, w.o.FetchWait)
+	batch, err = cons.Fetch(1, jetstream.FetchContext(wctx))
+	msgs, err = collect(nil, batch, err)
+	cancel()
+	if len(msgs) == 0 && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
+		return nil, nil // stopping, or nothing came in time: not a failure
+	}
+	if len(msgs) == 0 || err != nil {
 		return msgs, err
 	}
 	batch, err = cons.FetchNoWait(w.o.Batch - 1)
