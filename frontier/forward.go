@@ -36,10 +36,7 @@ func randomID() string {
 // moment: the duplicate window stores what both publish once.
 func (w *Worker) forward(ctx context.Context, msgs []jetstream.Msg) {
 	start := time.Now()
-	w.inflight.Add(1)
-	w.m.inflight.Inc()
-	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
-	defer w.held.end(w.held.begin())
+	defer w.begin()()
 
 	b := w.newBatch(start)
 	leases := w.leases.Load()

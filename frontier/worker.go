@@ -504,12 +504,22 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) { w.admit(ct
 // messages of canonical links that a worker forwarded (and counted).
 func (w *Worker) processRouted(ctx context.Context, msgs []jetstream.Msg) { w.admit(ctx, msgs, true) }
 
-func (w *Worker) admit(ctx context.Context, msgs []jetstream.Msg, routed bool) {
-	start := time.Now()
+// begin counts a batch in hand (in flight, held) until the returned end
+// is called.
+func (w *Worker) begin() (end func()) {
 	w.inflight.Add(1)
 	w.m.inflight.Inc()
-	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
-	defer w.held.end(w.held.begin())
+	held := w.held.begin()
+	return func() {
+		w.held.end(held)
+		w.inflight.Add(-1)
+		w.m.inflight.Dec()
+	}
+}
+
+func (w *Worker) admit(ctx context.Context, msgs []jetstream.Msg, routed bool) {
+	start := time.Now()
+	defer w.begin()()
 
 	b := w.prepare(msgs, start, routed)
 	verdicts, err := w.core.Admit(ctx, b.urls, b)
@@ -864,10 +874,7 @@ func (w *Worker) AdmitPage(ctx context.Context, d Discovered) error {
 		}
 	}
 	start := time.Now()
-	w.inflight.Add(1)
-	w.m.inflight.Inc()
-	defer func() { w.inflight.Add(-1); w.m.inflight.Dec() }()
-	defer w.held.end(w.held.begin())
+	defer w.begin()()
 
 	b := w.newBatch(start)
 	w.canonicalize(d, b.delta(d.Crawl), func(li int, u string) { b.add(d, li, u) })
