@@ -31,6 +31,8 @@ pipeline()  { run "Pipeline: NATS in → normalize → filter → NATS out, vs n
                 go test ./frontier -count=1 -run '^TestPipelineThroughput$' -sieve.pipelinebench -v -timeout 60m; }
 crawl()     { run "One site, no delay, Sieve's embedded mode (crawler run --embedded) vs a colly program, each a process of its own, pairs alternating, medians of 3, at 1 and 4 requests at a time: the demo site, and PostgreSQL's and Python's documentation (Debian's postgresql-doc-15 and python3.11-doc, where installed) served by python3 -m http.server: wall time ratio (goal ≤ 1.0) and CPU per response (goal ≤ 1.2)" \
                 go test ./cmd/crawler -count=1 -run '^TestCrawlVsColly$' -sieve.collybench -v -timeout 60m
+              run "A page's links from the crawler to the frontier, one page at a time: deployed (discovered stream over TCP, a dedup worker, its filter in redis-server or in memory) vs embedded (AdmitPage, the baseline): median and p90" \
+                go test ./frontier -count=1 -run '^TestPageLatency$' -sieve.latencybench -v -timeout 10m
               run "Crawl of a generated 5,000-page trap site, in process: Sieve (NATS + dedup worker + crawler) vs plain colly, 16 at a time" \
                 go test ./crawl -count=1 -run '^$' -bench 'CrawlVsColly' -benchtime 1x -v -timeout 60m; }
 dust()      { run "One page, one fetch: the DUST web (testsite.StartDust: six hosts that spell each page many ways, a control host of distinct look-alikes) crawled embedded with learning off (the baseline, capped at 15,000 fetches) and on, alternating, 3 times each: fetches per distinct page, pages lost, duplicates, spellings dropped, second renders" \
