@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -19,6 +21,9 @@ import (
 // flatSite serves an index page linking to Pages pages that link nowhere,
 // on its own loopback address, and logs when each path was requested: the
 // shape of a host with a backlog (all its URLs known after one fetch).
+// Each page has text of its own (pageText): hosts serving the same pages
+// would be mirrors, and a crawl that learns which spellings name one page
+// (issue 37) rightly fetches each page on one of them only.
 type flatSite struct {
 	URL   string
 	Host  string
@@ -70,7 +75,7 @@ func (s *flatSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(b.String()))
 	case strings.HasPrefix(r.URL.Path, "/p/"):
 		w.Header().Set("Content-Type", "text/html")
-		_, _ = w.Write([]byte("<html><body>a page</body></html>"))
+		_, _ = w.Write([]byte("<html><body><p>" + pageText(s.Host+r.URL.Path) + "</p></body></html>"))
 	default:
 		http.NotFound(w, r)
 	}
@@ -293,4 +298,17 @@ func TestCrawlerPoliteness(t *testing.T) {
 	if gap := other.MinGap(); gap < delay*8/10 {
 		t.Errorf("%s: shortest gap between requests = %v, want about %v or more", other.Host(), gap, delay)
 	}
+}
+
+// pageText is a paragraph of 40 words drawn from a generator seeded by
+// name: pages of distinct names share no more than chance.
+func pageText(name string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	rng := rand.New(rand.NewPCG(h.Sum64(), 38))
+	words := make([]string, 40)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%x", rng.Uint32()%4096)
+	}
+	return strings.Join(words, " ")
 }
