@@ -76,6 +76,14 @@ func (c *Crawler) admit(msg jetstream.Msg, r *partitionRun) {
 		c.settleLater(msg, settle)
 		return
 	}
+	if of, seen := c.spelling(entry); seen {
+		// Another spelling of a page fetched already: dropped before it
+		// waits for, or takes, a turn of its host.
+		c.stats.spelling(entry.Crawl, u.Host)
+		o.Logger.Debug("another spelling of a page fetched: dropped", "url", entry.URL, "of", of)
+		c.settleLater(msg, settle)
+		return
+	}
 	j := &job{msg: msg, entry: entry, u: u, seeds: seeds, run: r, settle: settle}
 	offer := c.sched.Offer
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
@@ -109,15 +117,16 @@ func (c *Crawler) handle(key string, j *job) {
 	msg, entry, u, seeds, r := j.msg, j.entry, j.u, j.seeds, j.run
 	if of, seen := c.spelling(entry); seen {
 		// Another spelling of a page fetched already, by rules learned
-		// since this one was admitted.
-		c.sched.Done(key, time.Time{}, 0)
+		// since this one was offered: no request, so the host's turn is
+		// given back.
+		c.sched.Unused(key)
 		c.stats.spelling(entry.Crawl, u.Host)
 		o.Logger.Debug("another spelling of a page fetched: dropped", "url", entry.URL, "of", of)
 		c.ack(ctx, msg)
 		return
 	}
 	if o.MaxPages > 0 && c.started.Add(1) > o.MaxPages {
-		c.sched.Done(key, time.Time{}, 0)
+		c.sched.Unused(key)
 		_ = msg.Nak() // for the next run
 		return
 	} else if o.MaxPages == 0 {
@@ -125,7 +134,7 @@ func (c *Crawler) handle(key string, j *job) {
 	}
 
 	if err := c.recordArchive(ctx, entry.Crawl); err != nil {
-		c.sched.Done(key, time.Time{}, 0)
+		c.sched.Unused(key)
 		c.started.Add(-1)
 		c.retryLater(msg, err.Error())
 		return

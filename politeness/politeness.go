@@ -399,6 +399,30 @@ func (s *Scheduler[T]) Done(key string, start time.Time, pause time.Duration) {
 	s.updateLocked(q, now)
 }
 
+// Unused ends an item of key handed out by Take that made no request (the
+// crawler's spelling of a page fetched already, dropped at its turn): its
+// duration is not measured, and for a queue of one item at a time the turn
+// is given back, so the next item may start at once instead of a delay
+// after a request that never was. (A queue running several at once keeps
+// its next start: another item taken since may have set it.)
+func (s *Scheduler[T]) Unused(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[key]
+	if q == nil || q.running == 0 {
+		return
+	}
+	now := s.o.Clock.Now()
+	q.running--
+	s.inProcess--
+	if q.limits.Parallel == 1 && q.next.After(now) {
+		// Take found q.next passed, and set it a delay after itself:
+		// now is as late as the turn allowed, and no later than it.
+		q.next = now
+	}
+	s.updateLocked(q, now)
+}
+
 // BlockUntil keeps the queue key from starting anything before t (bounded by
 // Options.MaxPause from now); a zero or past t lifts a block.
 func (s *Scheduler[T]) BlockUntil(key string, t time.Time) {

@@ -543,3 +543,51 @@ func BenchmarkQueueMemory(b *testing.B) {
 		})
 	}
 }
+
+// TestUnusedGivesTheTurnBack checks that an item ended without a request
+// (Unused) does not cost its queue a delay: with one at a time the next
+// item starts at once, where after Done it waits the delay; a queue of
+// several at once keeps its next start, which another item may have set.
+func TestUnusedGivesTheTurnBack(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		parallel int
+		unused   bool
+		wantNow  bool // the next item may start right after
+	}{
+		{"one at a time, Done", 1, false, false},
+		{"one at a time, Unused", 1, true, true},
+		{"two at a time, Unused", 2, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			s := New[int](Options{Parallel: tc.parallel, Delay: time.Second, Clock: clock})
+			for i := range 2 * tc.parallel { // the buffer's size
+				if ok, _ := s.Offer("h", i); !ok {
+					t.Fatalf("item %d refused", i)
+				}
+			}
+			key, _, ok := s.TryTake()
+			if !ok {
+				t.Fatal("the first item did not start")
+			}
+			if tc.parallel > 1 {
+				// The second starts a delay after the first.
+				clock.Advance(time.Second)
+				if _, _, ok := s.TryTake(); !ok {
+					t.Fatal("the second item did not start a delay after the first")
+				}
+				s.Done(key, clock.Now(), 0)
+			}
+			clock.Advance(10 * time.Millisecond)
+			if tc.unused {
+				s.Unused(key)
+			} else {
+				s.Done(key, clock.Now().Add(-10*time.Millisecond), 0)
+			}
+			if _, _, ok := s.TryTake(); ok != tc.wantNow {
+				t.Errorf("next item may start at once: %v, want %v", ok, tc.wantNow)
+			}
+		})
+	}
+}
