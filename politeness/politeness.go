@@ -390,7 +390,14 @@ func (s *Scheduler[T]) Done(key string, start time.Time, pause time.Duration) {
 	if d := now.Sub(start); d >= 0 && !start.IsZero() {
 		// From 0, so a first slow answer (a new connection, a big
 		// index page) does not push the estimates of a queue far out: an
-		// item offered too early is only refused again.
+		// item offered too early is only refused again. A sample counts
+		// for at most twice the mean: a lasting slowdown still moves it
+		// (×1.125 an item), one stalled exchange (a SYN dropped by a full
+		// listen queue costs 1 s) does not send the refused items of a
+		// fast queue away for seconds while its buffer runs dry.
+		if q.mean > 0 {
+			d = min(d, 2*q.mean)
+		}
 		q.mean = (7*q.mean + d) / 8
 	}
 	if pause > 0 {
