@@ -472,11 +472,16 @@ func (c *Crawler) idleLoop(ctx context.Context, stop context.CancelCauseFunc) er
 		case <-t.C:
 		}
 		checked := time.Now()
-		depth, err := QueueDepth(ctx, c.js, o.Topology)
 		c.mu.Lock()
 		busy := len(c.inflight)
 		c.mu.Unlock()
-		if err != nil || depth.Frontier+depth.Discovered > 0 || busy > 0 {
+		if busy > 0 {
+			// Work in hand: the streams need not be asked.
+			since, busyAt = time.Time{}, checked
+			continue
+		}
+		depth, err := QueueDepth(ctx, c.js, o.Topology)
+		if err != nil || depth.Frontier+depth.Discovered > 0 {
 			since, busyAt = time.Time{}, checked
 			continue
 		}
