@@ -180,9 +180,13 @@ func requested(err error) bool {
 	return true
 }
 
-// publishFetched publishes the fetch event ev, retrying while NATS is away;
-// false if it gave up, having handed msg back.
+// publishFetched publishes the fetch event ev, retrying while NATS is away
+// (unless Options.SkipFetchEvents); false if it gave up, having handed msg
+// back.
 func (c *Crawler) publishFetched(ctx context.Context, msg jetstream.Msg, ev frontier.Fetched) bool {
+	if c.opts.SkipFetchEvents {
+		return true
+	}
 	id := "f:" + ev.Crawl + ":" + strconv.FormatInt(ev.Time.UnixNano(), 36) + ":" + ev.URL
 	return c.deliver(ctx, msg, ev.URL, func(ctx context.Context) error {
 		return c.opts.Topology.PublishFetched(ctx, c.js, ev, id)

@@ -89,6 +89,9 @@ type Options struct {
 	// after its records are written, and a failure to write stops the run
 	// with ErrArchive.
 	Archive *warc.Recorder
+	// SkipFetchEvents: no event per fetch on the fetched stream (the
+	// embedded mode's default: no other process can read it).
+	SkipFetchEvents bool
 	// Admitter, if set, takes each fetched page's links in process, in
 	// place of the discovered stream: a dedup worker running beside the
 	// crawler (the embedded mode). Nil: pages go to the discovered stream.
@@ -287,8 +290,10 @@ func (c *Crawler) Run(ctx context.Context) error {
 	if err := o.Topology.Ensure(ctx, c.js); err != nil {
 		return err
 	}
-	if err := o.Topology.EnsureFetched(ctx, c.js); err != nil {
-		return err
+	if !o.SkipFetchEvents {
+		if err := o.Topology.EnsureFetched(ctx, c.js); err != nil {
+			return err
+		}
 	}
 	kv, err := openCrawls(ctx, c.js, o.Topology)
 	if err != nil {

@@ -92,3 +92,30 @@ func TestCrawlerKeys(t *testing.T) {
 		t.Errorf("the crawler's own top-level keys are %q, config.CrawlerKeys() %q", own, want)
 	}
 }
+
+// TestFetchEventsSetting checks crawl.fetch_events: fetch events are
+// published with an external NATS and skipped in the embedded mode unless
+// asked for, and a value other than on, off or empty is refused.
+func TestFetchEventsSetting(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	for _, tc := range []struct {
+		args []string
+		skip bool
+	}{
+		{nil, false},
+		{[]string{"--embedded"}, true},
+		{[]string{"--embedded", "--crawl-fetch-events", "on"}, false},
+		{[]string{"--crawl-fetch-events", "off"}, true},
+	} {
+		inv, err := parseSettings("run", tc.args, noEnv)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got := inv.crawlOptions().SkipFetchEvents; got != tc.skip {
+			t.Errorf("%q: fetch events skipped %v, want %v", tc.args, got, tc.skip)
+		}
+	}
+	if _, err := parseSettings("run", []string{"--crawl-fetch-events", "yes"}, noEnv); err == nil || !strings.Contains(err.Error(), "crawl.fetch_events") {
+		t.Errorf("crawl.fetch_events yes: %v, want an error naming the setting", err)
+	}
+}
