@@ -380,13 +380,10 @@ func (s *Scheduler[T]) tryTake() (key string, item T, ok bool, wake <-chan struc
 func (s *Scheduler[T]) Done(key string, start time.Time, pause time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.queues[key]
-	if q == nil || q.running == 0 {
+	q, now, ok := s.endLocked(key)
+	if !ok {
 		return
 	}
-	now := s.o.Clock.Now()
-	q.running--
-	s.inProcess--
 	if d := now.Sub(start); d >= 0 && !start.IsZero() {
 		// From 0, so a first slow answer (a new connection, a big
 		// index page) does not push the estimates of a queue far out: an
@@ -415,19 +412,28 @@ func (s *Scheduler[T]) Done(key string, start time.Time, pause time.Duration) {
 func (s *Scheduler[T]) Unused(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.queues[key]
-	if q == nil || q.running == 0 {
+	q, now, ok := s.endLocked(key)
+	if !ok {
 		return
 	}
-	now := s.o.Clock.Now()
-	q.running--
-	s.inProcess--
 	if q.limits.Parallel == 1 && q.next.After(now) {
 		// Take found q.next passed, and set it a delay after itself:
 		// now is as late as the turn allowed, and no later than it.
 		q.next = now
 	}
 	s.updateLocked(q, now)
+}
+
+// endLocked counts an item of key out of process: its queue and the time,
+// or false if key has none in process.
+func (s *Scheduler[T]) endLocked(key string) (*queue[T], time.Time, bool) {
+	q := s.queues[key]
+	if q == nil || q.running == 0 {
+		return nil, time.Time{}, false
+	}
+	q.running--
+	s.inProcess--
+	return q, s.o.Clock.Now(), true
 }
 
 // BlockUntil keeps the queue key from starting anything before t (bounded by
