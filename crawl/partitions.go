@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sievecrawl/sieve/frontier"
+	"github.com/sievecrawl/sieve/internal/jspull"
 	"github.com/sievecrawl/sieve/internal/lograte"
 )
 
@@ -193,19 +194,8 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 			sleep(ctx, 20*time.Millisecond)
 			continue
 		}
-		var batch jetstream.MessageBatch
-		var err error
-		cancel := func() {}
-		if wait {
-			// Ended by ctx, so that stopping never waits for it.
-			var fctx context.Context
-			fctx, cancel = context.WithTimeout(ctx, time.Second)
-			batch, err = cons.Fetch(1, jetstream.FetchContext(fctx))
-		} else {
-			batch, err = cons.FetchNoWait(min(room, maxBatch))
-		}
+		got, err := c.take(ctx, cons, r, wait, min(room, maxBatch))
 		if err != nil {
-			cancel()
 			if ctx.Err() != nil {
 				return
 			}
@@ -215,17 +205,35 @@ func (c *Crawler) pull(ctx context.Context, p int, cons jetstream.Consumer, r *p
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			c.admit(msg, r)
-		}
-		cancel()
 		wait = got == 0
-		if berr := batch.Error(); berr != nil && !errors.Is(berr, context.DeadlineExceeded) && !errors.Is(berr, context.Canceled) {
-			c.opts.Logger.Debug("fetch from frontier", "partition", p, "err", berr)
-		}
 	}
+}
+
+// take admits what waits on cons, up to max, or, if wait, waits for one
+// message: the server ends the wait (1 s), and stopping does not wait for
+// it (jspull.One). It returns the number of messages admitted.
+func (c *Crawler) take(ctx context.Context, cons jetstream.Consumer, r *partitionRun, wait bool, max int) (int, error) {
+	if wait {
+		msg, err := jspull.One(ctx, cons, time.Second)
+		if msg == nil {
+			return 0, err
+		}
+		c.admit(msg, r)
+		return 1, nil
+	}
+	batch, err := cons.FetchNoWait(max)
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		c.admit(msg, r)
+	}
+	if err := batch.Error(); err != nil {
+		c.opts.Logger.Debug("fetch from frontier", "err", err)
+	}
+	return got, nil
 }
 
 // held is the number of frontier messages in hand.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sievecrawl/sieve/admit"
 	"github.com/sievecrawl/sieve/dust"
+	"github.com/sievecrawl/sieve/internal/jspull"
 	"github.com/sievecrawl/sieve/normalize"
 	"github.com/sievecrawl/sieve/stats"
 )
@@ -419,25 +420,23 @@ func (w *Worker) loop(fetchCtx, workCtx context.Context, cons jetstream.Consumer
 // handled (natural batching): full under load, a page's links alone when
 // pages come one at a time, and never held back by a timer waiting for it
 // to fill, which would add its wait to every page's way to the frontier.
-// The wait ends with ctx: a stopping worker does not wait it out.
+// The server ends the wait, so that no message it sends is lost; a
+// stopping worker does not wait for it (jspull.One).
 func (w *Worker) fetch(ctx context.Context, cons jetstream.Consumer) ([]jetstream.Msg, error) {
 	batch, err := cons.FetchNoWait(w.o.Batch)
 	msgs, err := collect(nil, batch, err)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, w.o.FetchWait)
-	batch, err = cons.Fetch(1, jetstream.FetchContext(wctx))
-	msgs, err = collect(nil, batch, err)
-	cancel()
-	if len(msgs) == 0 && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
-		return nil, nil // stopping, or nothing came in time: not a failure
-	}
-	if len(msgs) == 0 || err != nil {
-		return msgs, err
+	msg, err := jspull.One(ctx, cons, w.o.FetchWait)
+	if msg == nil {
+		if ctx.Err() != nil {
+			return nil, nil // stopping: not a failure
+		}
+		return nil, err
 	}
 	batch, err = cons.FetchNoWait(w.o.Batch - 1)
-	return collect(msgs, batch, err)
+	return collect([]jetstream.Msg{msg}, batch, err)
 }
 
 // collect appends the messages of a fetch (batch, err) to msgs.
