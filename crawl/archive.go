@@ -180,13 +180,14 @@ func requested(err error) bool {
 	return true
 }
 
-// publishFetched publishes the fetch event ev, retrying while NATS is away
-// (unless Options.SkipFetchEvents); false if it gave up, having handed msg
-// back.
-func (c *Crawler) publishFetched(ctx context.Context, msg jetstream.Msg, ev frontier.Fetched) bool {
+// publishFetched publishes the fetch event of entry (fetchedEvent),
+// retrying while NATS is away; false if it gave up, having handed msg back.
+// With Options.SkipFetchEvents it does nothing, and builds no event.
+func (c *Crawler) publishFetched(ctx context.Context, msg jetstream.Msg, entry frontier.Entry, start time.Time, page *Page, err error, tr *warc.Tracker) bool {
 	if c.opts.SkipFetchEvents {
 		return true
 	}
+	ev := c.fetchedEvent(entry, start, page, err, tr)
 	id := "f:" + ev.Crawl + ":" + strconv.FormatInt(ev.Time.UnixNano(), 36) + ":" + ev.URL
 	return c.deliver(ctx, msg, ev.URL, func(ctx context.Context) error {
 		return c.opts.Topology.PublishFetched(ctx, c.js, ev, id)

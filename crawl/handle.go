@@ -187,7 +187,7 @@ func (c *Crawler) handle(key string, j *job) {
 		}
 		if isFetchError(err) {
 			c.finished.Add(1)
-			if requested(err) && !c.publishFetched(ctx, msg, c.fetchedEvent(entry, start, nil, err, tr)) {
+			if requested(err) && !c.publishFetched(ctx, msg, entry, start, nil, err, tr) {
 				return
 			}
 		}
@@ -195,7 +195,7 @@ func (c *Crawler) handle(key string, j *job) {
 		return
 	}
 	c.finished.Add(1)
-	if !c.publishFetched(ctx, msg, c.fetchedEvent(entry, start, page, nil, tr)) {
+	if !c.publishFetched(ctx, msg, entry, start, page, nil, tr) {
 		return
 	}
 	o.Logger.Debug("fetched", "url", entry.URL, "status", page.Status)
