@@ -52,14 +52,13 @@ func TestAbsoluteMatchesColly(t *testing.T) {
 	for path := range pages {
 		t.Run(path, func(t *testing.T) {
 			c := colly.NewCollector()
-			compared, differ := 0, 0
+			compared := 0
 			var res *fetchResult
 			c.OnResponse(func(*colly.Response) { res = &fetchResult{} })
 			c.OnHTML("a[href]", func(e *colly.HTMLElement) {
 				ref := e.Attr("href")
 				want := e.Request.AbsoluteURL(ref)
 				if got := res.absolute(e.Request, ref); got != want {
-					differ++
 					t.Errorf("absolute(%q) = %q, colly's AbsoluteURL %q", ref, got, want)
 				}
 				compared++
